@@ -1,0 +1,283 @@
+"""The BOSH method table: positional arguments → typed arguments → the cloud → the result
+shape the caller's api_version expects (v1: bare cids and null hints; v2+: create_vm
+returns [vm_cid, networks] and attach_disk a non-empty disk hint)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable
+
+from pydantic import BeforeValidator, StrictInt, StrictStr, StringConstraints, ValidationError, create_model
+
+from cpi import errors
+from cpi.clouds.base import Cloud
+from cpi.config import Config
+from cpi.models import CallContext, Network, VMResources
+from cpi.validation import describe
+
+log = logging.getLogger(__name__)
+
+#: The highest CPI API version this CPI speaks (3: create_stemcell takes env.tags).
+API_VERSION = 3
+
+Cid = Annotated[StrictStr, StringConstraints(min_length=1)]
+Props = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
+SizeMiB = StrictInt  # MiB, as BOSH counts disk sizes
+
+
+@dataclass
+class Call:
+    method: str
+    api_version: int
+    context: CallContext
+    config: Config
+    cloud_class: type[Cloud]
+    _cloud: Cloud | None = field(default=None, repr=False)
+
+    @property
+    def cloud(self) -> Cloud:
+        if self._cloud is None:
+            self._cloud = self.cloud_class(self.config.properties, self.config.agent, self.context)
+        return self._cloud
+
+
+METHODS: dict[str, Callable[..., Any]] = {}
+
+
+def method(fn: Callable[..., Any]) -> Callable[..., Any]:
+    METHODS[fn.__name__] = fn
+    return fn
+
+
+def dispatch(call: Call, arguments: list[Any]) -> Any:
+    handler = METHODS.get(call.method)
+    if handler is None:
+        raise errors.NotImplemented(f"Must call implemented method: '{call.method}' is not a CPI method")
+    kwargs = _bind(call.method, handler, arguments)
+    if call.method not in ("info", "ping"):
+        call.cloud.before_call(call.method)
+    return handler(call, **kwargs)
+
+
+def _bind(name: str, handler: Callable[..., Any], arguments: list[Any]) -> dict[str, Any]:
+    """Positional JSON arguments → validated keyword arguments, or a CpiError that names the
+    argument by position and name."""
+    params = list(inspect.signature(handler).parameters.values())[1:]
+    required = [p for p in params if p.default is inspect.Parameter.empty]
+    if not len(required) <= len(arguments) <= len(params):
+        names = ", ".join(p.name for p in params) or "none"
+        count = f"{len(required)}" if len(required) == len(params) else f"{len(required)} to {len(params)}"
+        raise errors.CpiError(f"{name} takes {count} arguments ({names}), got {len(arguments)}")
+    model = _argument_model(name, handler)
+    values = dict(zip((p.name for p in params), arguments))
+    try:
+        parsed = model.model_validate(values)
+    except ValidationError as exc:
+        index = {p.name: i + 1 for i, p in enumerate(params)}
+        label = lambda field: f"{name} argument {index.get(field, '?')} ({field})"  # noqa: E731
+        raise errors.CpiError(f"invalid arguments: {describe(exc, label=label)}") from None
+    return {p.name: getattr(parsed, p.name) for p in params}
+
+
+_models: dict[str, Any] = {}
+
+
+def _argument_model(name: str, handler: Callable[..., Any]):
+    """Built on first use only: a call pays for its own method's model, not all 26."""
+    if name not in _models:
+        hints = inspect.get_annotations(handler, eval_str=True)
+        fields = {}
+        for param in list(inspect.signature(handler).parameters.values())[1:]:
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[param.name] = (hints[param.name], default)
+        _models[name] = create_model(f"{name}_arguments", **fields)
+    return _models[name]
+
+
+def _v2(call: Call) -> bool:
+    return call.api_version >= 2
+
+
+# ---------------------------------------------------------------- info and housekeeping
+
+
+@method
+def info(call: Call) -> dict[str, Any]:
+    return {"stemcell_formats": list(call.cloud_class.stemcell_formats), "api_version": API_VERSION}
+
+
+@method
+def ping(call: Call) -> str:
+    return "pong"
+
+
+@method
+def current_vm_id(call: Call) -> str:
+    return call.cloud.current_vm_id()
+
+
+# ---------------------------------------------------------------- stemcells
+
+
+@method
+def create_stemcell(call: Call, image_path: StrictStr, cloud_properties: Props, env: Props = None) -> str:
+    tags = (env or {}).get("tags") or {}
+    if not isinstance(tags, dict):
+        raise errors.CpiError("create_stemcell argument 3 (env): env.tags must be an object")
+    stemcell_cid = call.cloud.create_stemcell(image_path, cloud_properties, tags)
+    log.info("created stemcell %s", stemcell_cid)
+    return stemcell_cid
+
+
+@method
+def delete_stemcell(call: Call, stemcell_cid: Cid) -> None:
+    call.cloud.delete_stemcell(stemcell_cid)
+
+
+# ---------------------------------------------------------------- VMs
+
+
+@method
+def create_vm(
+    call: Call,
+    agent_id: Cid,
+    stemcell_cid: Cid,
+    cloud_properties: Props,
+    networks: dict[str, Network],
+    disk_cids: list[Cid] | None = None,
+    env: Props = None,
+):
+    vm_cid, vm_networks = call.cloud.create_vm(
+        agent_id, stemcell_cid, cloud_properties, networks, list(disk_cids or []), env or {}
+    )
+    log.info("created vm %s for agent %s", vm_cid, agent_id)
+    return [vm_cid, vm_networks] if _v2(call) else vm_cid
+
+
+@method
+def delete_vm(call: Call, vm_cid: Cid) -> None:
+    call.cloud.delete_vm(vm_cid)
+
+
+@method
+def has_vm(call: Call, vm_cid: Cid) -> bool:
+    return bool(call.cloud.has_vm(vm_cid))
+
+
+@method
+def reboot_vm(call: Call, vm_cid: Cid) -> None:
+    call.cloud.reboot_vm(vm_cid)
+
+
+@method
+def set_vm_metadata(call: Call, vm_cid: Cid, metadata: Props) -> None:
+    call.cloud.set_vm_metadata(vm_cid, {str(k): _text(v) for k, v in metadata.items()})
+
+
+@method
+def calculate_vm_cloud_properties(call: Call, vm_resources: VMResources) -> dict[str, Any]:
+    return call.cloud.calculate_vm_cloud_properties(vm_resources)
+
+
+@method
+def configure_networks(call: Call, vm_cid: Any = None, networks: Any = None) -> None:
+    raise errors.NotSupported("configure_networks is not supported: the VM is recreated instead")
+
+
+# ---------------------------------------------------------------- disks
+
+
+@method
+def create_disk(call: Call, size: SizeMiB, cloud_properties: Props, vm_cid: Cid | None = None) -> str:
+    if size <= 0:
+        raise errors.CpiError(f"create_disk argument 1 (size): must be a positive number of MiB, got {size}")
+    disk_cid = call.cloud.create_disk(size, cloud_properties, vm_cid)
+    log.info("created disk %s (%d MiB)", disk_cid, size)
+    return disk_cid
+
+
+@method
+def delete_disk(call: Call, disk_cid: Cid) -> None:
+    call.cloud.delete_disk(disk_cid)
+
+
+@method
+def resize_disk(call: Call, disk_cid: Cid, new_size: SizeMiB) -> None:
+    if new_size <= 0:
+        raise errors.CpiError(f"resize_disk argument 2 (new_size): must be a positive number of MiB, got {new_size}")
+    call.cloud.resize_disk(disk_cid, new_size)
+
+
+@method
+def update_disk(call: Call, disk_cid: Cid, new_size: SizeMiB, cloud_properties: Props) -> str | None:
+    if new_size <= 0:
+        raise errors.CpiError(f"update_disk argument 2 (new_size): must be a positive number of MiB, got {new_size}")
+    return call.cloud.update_disk(disk_cid, new_size, cloud_properties)
+
+
+@method
+def has_disk(call: Call, disk_cid: Cid) -> bool:
+    return bool(call.cloud.has_disk(disk_cid))
+
+
+@method
+def attach_disk(call: Call, vm_cid: Cid, disk_cid: Cid):
+    hint = call.cloud.attach_disk(vm_cid, disk_cid)
+    if not hint:
+        # The director raises "No disk_hint" on an empty hint; fail here with the cause instead.
+        raise errors.CloudError(f"attach_disk: the {call.cloud.name} cloud returned no disk hint for {disk_cid}")
+    log.info("attached disk %s to vm %s as %s", disk_cid, vm_cid, hint)
+    return hint if _v2(call) else None
+
+
+@method
+def detach_disk(call: Call, vm_cid: Cid, disk_cid: Cid) -> None:
+    call.cloud.detach_disk(vm_cid, disk_cid)
+
+
+@method
+def get_disks(call: Call, vm_cid: Cid) -> list[str]:
+    return list(call.cloud.get_disks(vm_cid) or [])
+
+
+@method
+def set_disk_metadata(call: Call, disk_cid: Cid, metadata: Props) -> None:
+    call.cloud.set_disk_metadata(disk_cid, {str(k): _text(v) for k, v in metadata.items()})
+
+
+# ---------------------------------------------------------------- snapshots
+
+
+@method
+def snapshot_disk(call: Call, disk_cid: Cid, metadata: Props = None) -> str:
+    snapshot_cid = call.cloud.snapshot_disk(disk_cid, metadata or {})
+    log.info("snapshot %s of disk %s", snapshot_cid, disk_cid)
+    return snapshot_cid
+
+
+@method
+def delete_snapshot(call: Call, snapshot_cid: Cid) -> None:
+    call.cloud.delete_snapshot(snapshot_cid)
+
+
+# ---------------------------------------------------------------- networks
+
+
+@method
+def create_network(call: Call, network_definition: Props) -> list:
+    return call.cloud.create_network(network_definition)
+
+
+@method
+def delete_network(call: Call, network_cid: Cid) -> None:
+    call.cloud.delete_network(network_cid)
+
+
+def _text(value: Any) -> str:
+    """Metadata values as the IaaS stores them: strings (the director sends `index` as an
+    integer in snapshot metadata and booleans in some tags)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)

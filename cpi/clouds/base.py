@@ -1,0 +1,127 @@
+"""The interface every IaaS implements.
+
+Method names and arguments are BOSH's own. A cloud raises the `cpi.errors` types at its
+own boundary (an SDK's "not found" becomes VMNotFound/DiskNotFound here, not in api.py).
+Everything defaults to NotImplemented, which the director reads as "feature absent", so a
+third-party cloud may start with a few methods and still answer the rest correctly.
+
+Not-found contract, the same for every cloud (see README "Deleting what is gone"):
+- delete_stemcell, delete_vm, delete_disk, delete_snapshot: missing → success (logged).
+- detach_disk: missing disk → success; disk not attached to that VM → DiskNotAttached.
+- has_vm / has_disk: missing → False.
+- every other method naming a missing VM/disk → VMNotFound / DiskNotFound.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from cpi.config import AgentConfig
+from cpi.errors import NotImplemented as CpiNotImplemented
+from cpi.models import CallContext, Network, VMResources
+
+DiskHint = str | dict[str, Any]
+
+
+class Cloud:
+    #: registry name (cpi.json `cloud.plugin`)
+    name: ClassVar[str]
+    #: what `info` reports; must be readable without importing the SDK
+    stemcell_formats: ClassVar[list[str]]
+    #: the model of `cloud.properties.<name>` in cpi.json
+    Properties: ClassVar[type[BaseModel]]
+
+    def __init__(self, properties: BaseModel, agent: AgentConfig, context: CallContext):
+        self.properties = properties
+        self.agent = agent
+        self.context = context
+        self.log = logging.getLogger(f"cpi.clouds.{self.name}")
+
+    def _absent(self, method: str):
+        return CpiNotImplemented(f"'{method}' is not implemented by the {self.name} cloud")
+
+    def before_call(self, method: str) -> None:
+        """Runs before every method; the local cloud injects its configured faults here."""
+
+    # -- stemcells
+    def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:
+        raise self._absent("create_stemcell")
+
+    def delete_stemcell(self, stemcell_cid: str) -> None:
+        raise self._absent("delete_stemcell")
+
+    # -- VMs
+    def create_vm(
+        self,
+        agent_id: str,
+        stemcell_cid: str,
+        cloud_properties: dict,
+        networks: dict[str, Network],
+        disk_cids: list[str],
+        env: dict,
+    ) -> tuple[str, dict[str, Any]]:
+        """Returns (vm_cid, networks as the VM got them)."""
+        raise self._absent("create_vm")
+
+    def delete_vm(self, vm_cid: str) -> None:
+        raise self._absent("delete_vm")
+
+    def has_vm(self, vm_cid: str) -> bool:
+        raise self._absent("has_vm")
+
+    def reboot_vm(self, vm_cid: str) -> None:
+        raise self._absent("reboot_vm")
+
+    def set_vm_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
+        raise self._absent("set_vm_metadata")
+
+    def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
+        raise self._absent("calculate_vm_cloud_properties")
+
+    def current_vm_id(self) -> str:
+        raise self._absent("current_vm_id")
+
+    # -- disks
+    def create_disk(self, size: int, cloud_properties: dict, vm_cid: str | None) -> str:
+        raise self._absent("create_disk")
+
+    def delete_disk(self, disk_cid: str) -> None:
+        raise self._absent("delete_disk")
+
+    def resize_disk(self, disk_cid: str, new_size: int) -> None:
+        raise self._absent("resize_disk")
+
+    def update_disk(self, disk_cid: str, new_size: int, cloud_properties: dict) -> str | None:
+        raise self._absent("update_disk")
+
+    def has_disk(self, disk_cid: str) -> bool:
+        raise self._absent("has_disk")
+
+    def attach_disk(self, vm_cid: str, disk_cid: str) -> DiskHint:
+        raise self._absent("attach_disk")
+
+    def detach_disk(self, vm_cid: str, disk_cid: str) -> None:
+        raise self._absent("detach_disk")
+
+    def get_disks(self, vm_cid: str) -> list[str]:
+        raise self._absent("get_disks")
+
+    def set_disk_metadata(self, disk_cid: str, metadata: dict[str, str]) -> None:
+        raise self._absent("set_disk_metadata")
+
+    # -- snapshots
+    def snapshot_disk(self, disk_cid: str, metadata: dict[str, Any]) -> str:
+        raise self._absent("snapshot_disk")
+
+    def delete_snapshot(self, snapshot_cid: str) -> None:
+        raise self._absent("delete_snapshot")
+
+    # -- networks (no built-in cloud manages networks)
+    def create_network(self, network_definition: dict) -> list:
+        raise self._absent("create_network")
+
+    def delete_network(self, network_cid: str) -> None:
+        raise self._absent("delete_network")

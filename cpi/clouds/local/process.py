@@ -1,0 +1,180 @@
+"""Start and stop a local VM's process (the built-in agent or a real bosh-agent).
+
+The process is fully detached: its own session, stdin from /dev/null, output to
+BASE/agent.log. If it inherited the CPI's stdout or stderr, the director (which reads both
+to EOF) would hang on every create_vm.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from cpi.errors import CloudError, VMCreationFailed
+
+log = logging.getLogger(__name__)
+
+BUILTIN_AGENT = Path(__file__).with_name("agent.py")
+
+
+def agent_command(configured: list[str] | None) -> list[str]:
+    return list(configured) if configured else [sys.executable, "-I", str(BUILTIN_AGENT)]
+
+
+def start_time(pid: int) -> str | None:
+    """The kernel's start time of `pid` (Linux), to tell our process from a recycled pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def alive(pid: int | None, pid_start: str | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    current = start_time(pid)
+    if current is not None and pid_start is not None and current != pid_start:
+        return False  # the pid now belongs to someone else
+    state = _proc_state(pid)
+    return state not in ("Z", "X")
+
+
+def _proc_state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def mbus_endpoint(mbus: str | None) -> tuple[str, int] | None:
+    """The (host, port) an agent listens on for an HTTPS mbus (create-env), else None."""
+    if not mbus:
+        return None
+    url = urlsplit(mbus)
+    if url.scheme != "https" or not url.port:
+        return None
+    host = url.hostname or "127.0.0.1"
+    return ("127.0.0.1" if host in ("0.0.0.0", "::", "localhost") else host), url.port
+
+
+def port_open(endpoint: tuple[str, int]) -> bool:
+    try:
+        with socket.create_connection(endpoint, timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None, boot_timeout: float) -> tuple[int, str | None]:
+    """Start the VM process and wait until it is up; returns (pid, start time)."""
+    if endpoint and port_open(endpoint):
+        raise VMCreationFailed(
+            f"mbus port {endpoint[1]} on {endpoint[0]} is already in use (a leftover agent would "
+            "receive this deployment); delete the VM holding it first",
+            ok_to_retry=False,
+        )
+    argv = [*command, "-b", str(base), "-P", "dummy", "-M", "dummy", "-C", str(base / "agent.json")]
+    env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "TMPDIR": str(base)}
+    log.info("starting VM process: %s", " ".join(argv))
+    with open(base / "agent.log", "ab") as out:
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=base,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise VMCreationFailed(f"cannot start the VM process '{command[0]}': {exc.strerror}", ok_to_retry=False) from None
+    pid_start = start_time(process.pid)
+    deadline = time.monotonic() + boot_timeout
+    settle = time.monotonic() + 0.2  # an agent that dies on bad settings does so at once
+    while True:
+        code = process.poll()
+        if code is not None:
+            raise VMCreationFailed(
+                f"the VM process exited with code {code} while booting: {last_error(base / 'agent.log')}",
+                ok_to_retry=True,
+            )
+        up = port_open(endpoint) if endpoint else time.monotonic() >= settle
+        if up:
+            return process.pid, pid_start
+        if time.monotonic() >= deadline:
+            stop(process.pid, pid_start)
+            raise VMCreationFailed(
+                f"the VM process did not open mbus port {endpoint[1] if endpoint else '?'} within "
+                f"{boot_timeout:.0f}s: {last_error(base / 'agent.log')}",
+                ok_to_retry=True,
+            )
+        time.sleep(0.01)
+
+
+def stop(pid: int | None, pid_start: str | None, timeout: float = 10.0) -> None:
+    """SIGTERM the process group, wait, SIGKILL if needed; synchronous, because the next
+    create_vm may need the same mbus port."""
+    if not alive(pid, pid_start):
+        return
+    _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while alive(pid, pid_start):
+        if time.monotonic() >= deadline:
+            log.warning("VM process %d ignored SIGTERM for %.0fs; killing it", pid, timeout)
+            _signal_group(pid, signal.SIGKILL)
+            kill_deadline = time.monotonic() + 5
+            while alive(pid, pid_start):
+                if time.monotonic() >= kill_deadline:
+                    raise CloudError(f"VM process {pid} survived SIGKILL", ok_to_retry=True)
+                _reap(pid)
+                time.sleep(0.02)
+            return
+        _reap(pid)
+        time.sleep(0.01)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        os.kill(pid, sig)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the process is our own child (tests, reboot in one call)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass  # not our child: init reaps it
+    except OSError as exc:
+        if exc.errno != errno.ECHILD:
+            raise
+
+
+def last_error(log_path: Path) -> str:
+    """The agent's last ERROR line (or last line) — the reason a boot failed."""
+    try:
+        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no agent log"
+    errors = [line for line in lines if "ERROR" in line]
+    return (errors or lines or ["agent log is empty"])[-1][:500]

@@ -1,0 +1,86 @@
+"""The local cloud's config section and cloud_properties models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+
+def default_state_dir() -> Path:
+    """~/.local/state/bosh-cpi/local, resolved through the password database when HOME is
+    unset (the director runs the CPI with no HOME)."""
+    return Path.home() / ".local" / "state" / "bosh-cpi" / "local"
+
+
+class Fault(BaseModel):
+    """One injected fault, so operators can exercise their director's retry paths."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str = Field(..., description="CPI method name the fault applies to, e.g. create_vm.")
+    times: StrictInt | None = Field(
+        None, ge=1, description="Fail only the next N calls (counted across processes); unset = every call."
+    )
+    error: str | None = Field(
+        "Bosh::Clouds::CloudError",
+        description="Wire error type to raise (e.g. Bosh::Clouds::VMCreationFailed); null = no error, only delay.",
+    )
+    message: str = Field("injected fault", description="Error message.")
+    ok_to_retry: bool | None = Field(None, description="Override the error type's ok_to_retry default.")
+    delay: float = Field(0.0, ge=0, le=3600, description="Seconds to sleep before the method runs (or fails).")
+
+
+class LocalProperties(BaseModel):
+    """`cloud.properties.local` in cpi.json."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state_dir: Path = Field(
+        default_factory=default_state_dir,
+        description="Where stemcells, VMs, disks and snapshots live (created if missing).",
+    )
+    agent_command: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="The VM process to run, e.g. [\"/usr/local/bin/bosh-agent\"]; it is started as "
+        "`<command> -b BASE -P dummy -M dummy -C BASE/agent.json`. Unset: a small built-in agent.",
+    )
+    agent_boot_timeout: float = Field(
+        10.0, gt=0, description="Seconds to wait for the VM process to come up (and its mbus port to open)."
+    )
+    lock_timeout: float = Field(300.0, gt=0, description="Seconds to wait for a busy VM or disk.")
+    current_vm_cid: str | None = Field(
+        None, description="What current_vm_id answers (the VM this CPI runs on), if any."
+    )
+    faults: list[Fault] = Field(default_factory=list, description="Injected faults (testing aid).")
+
+
+class EphemeralDisk(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    size: StrictInt = Field(..., ge=0, description="Ephemeral disk size in MiB (0: none).")
+
+
+class VMCloudProperties(BaseModel):
+    """vm_type cloud_properties for the local cloud (recorded; the VM process is not limited)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu: StrictInt = Field(1, ge=1, description="Virtual CPUs (recorded only).")
+    ram: StrictInt = Field(1024, ge=1, description="Memory in MiB (recorded only).")
+    ephemeral_disk: EphemeralDisk | None = Field(
+        None, description="A sparse file given to the agent as /dev/sdb; unset: no ephemeral disk."
+    )
+
+
+class DiskCloudProperties(BaseModel):
+    """disk_type cloud_properties for the local cloud."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["sparse", "preallocated"] = Field(
+        "sparse", description="sparse: a file with holes; preallocated: blocks reserved up front."
+    )
+    name: str | None = Field(None, description="Set by the director for dynamic disks.")

@@ -1,0 +1,112 @@
+"""cpi.json: which cloud, its properties, and the agent settings every VM receives.
+
+Shape (the same the BOSH job template renders):
+
+    {"cloud": {"plugin": "local" | "aws" | "openstack" | <third party>,
+               "properties": {"<plugin>": {...}, "agent": {"mbus", "ntp", "blobstore"}}}}
+
+Only the selected plugin's section is validated (strictly: an unknown key is an error, as a
+typo'd property silently ignored is worse). Request `context` keys that name one of the
+plugin's properties override the file for that one call, as the AWS and OpenStack CPIs do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cpi.errors import CpiError
+from cpi.validation import describe
+
+DEFAULT_BLOBSTORE = {
+    "provider": "local",
+    "options": {"blobstore_path": "/var/vcap/micro_bosh/data/cache"},
+}
+
+
+class AgentConfig(BaseModel):
+    """What the CPI tells every agent it boots (the `agent` section)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mbus: str | None = Field(
+        None,
+        description="Message bus URL the agent uses: `nats://...` under a director, "
+        "`https://mbus:PASSWORD@0.0.0.0:6868` under create-env.",
+    )
+    ntp: list[str] = Field(default_factory=list, description="NTP servers for the VM.")
+    blobstore: dict[str, Any] = Field(
+        default_factory=lambda: dict(DEFAULT_BLOBSTORE),
+        description="Blobstore settings (`provider`, `options`); directors usually send "
+        "blobstores in env.bosh.blobstores instead.",
+    )
+
+
+class _CloudSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    plugin: str = Field("local", description="The cloud: local, aws, openstack or a registered plugin.")
+    properties: dict[str, Any] = Field(default_factory=dict)
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cloud: _CloudSection = Field(default_factory=_CloudSection)
+
+
+@dataclass
+class Config:
+    """The validated configuration of one call."""
+
+    plugin: str
+    properties: BaseModel  # the plugin's own Properties model
+    agent: AgentConfig
+    raw: dict  # the file as read, kept to collect secrets for redaction
+
+
+def read_file(path: str | None) -> dict:
+    """The raw cpi.json (or {} for none: the local cloud with its defaults)."""
+    if not path:
+        return {}
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise CpiError(f"cannot read config file '{path}': {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CpiError(f"config file '{path}' is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise CpiError(f"config file '{path}' must hold a JSON object, not {type(data).__name__}")
+    return data
+
+
+def build(raw: dict, context: dict | None = None) -> Config:
+    """Validate `raw` for its plugin, with `context` overrides applied."""
+    from cpi.clouds import load_cloud
+
+    try:
+        file = _File.model_validate(raw)
+    except ValidationError as exc:
+        raise CpiError(f"invalid config: {describe(exc)}") from None
+    plugin = file.cloud.plugin
+    cloud_class = load_cloud(plugin)
+    section = file.cloud.properties.get(plugin, {})
+    if not isinstance(section, dict):
+        raise CpiError(f"invalid config: cloud.properties.{plugin} must be an object")
+    fields = cloud_class.Properties.model_fields
+    overrides = {k: v for k, v in (context or {}).items() if k in fields}
+    try:
+        properties = cloud_class.Properties.model_validate({**section, **overrides})
+    except ValidationError as exc:
+        raise CpiError(f"invalid config: {describe(exc, f'cloud.properties.{plugin}')}") from None
+    try:
+        agent = AgentConfig.model_validate(file.cloud.properties.get("agent") or {})
+    except ValidationError as exc:
+        raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.agent')}") from None
+    return Config(plugin=plugin, properties=properties, agent=agent, raw=raw)

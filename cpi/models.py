@@ -1,0 +1,69 @@
+"""Typed shapes of what the director sends, shared by api.py and every cloud."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+
+
+class CallContext(BaseModel):
+    """The request's `context`. Unknown keys are kept (they may override config)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    director_uuid: str | None = None
+    request_id: str | None = None
+    vm: dict[str, Any] | None = None
+
+    @property
+    def stemcell_api_version(self) -> int:
+        """`vm.stemcell.api_version`, 1 when absent (as the AWS and OpenStack CPIs read it)."""
+        stemcell = (self.vm or {}).get("stemcell") or {}
+        version = stemcell.get("api_version") if isinstance(stemcell, dict) else None
+        return version if isinstance(version, int) and not isinstance(version, bool) else 1
+
+
+class Network(BaseModel):
+    """One entry of create_vm's `networks`. Unknown keys are kept: the agent gets the
+    networks verbatim (`wire()`), the clouds read the typed fields."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["manual", "dynamic", "vip"] = "manual"
+    ip: str | None = None
+    netmask: str | None = None
+    gateway: str | None = None
+    prefix: str | int | None = None
+    dns: list[str] | None = None
+    default: list[str] | None = None
+    mac: str | None = None
+    cloud_properties: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("ip")
+    @classmethod
+    def _ip(cls, value: str | None) -> str | None:
+        if value is not None:
+            ipaddress.ip_address(value)  # ValueError names the bad address
+        return value
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True)
+
+
+class VMResources(BaseModel):
+    """calculate_vm_cloud_properties' argument: what an instance group asks for."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    cpu: StrictInt = Field(..., ge=1, description="Virtual CPUs")
+    ram: StrictInt = Field(..., ge=1, description="Memory in MiB")
+    ephemeral_disk_size: StrictInt = Field(..., ge=0, description="Ephemeral disk in MiB")
+
+
+def dns_servers(networks: dict[str, Network]) -> list[str]:
+    """The nameservers of the network that is default for dns (else the first that has any)."""
+    chosen = next((n for n in networks.values() if n.dns and "dns" in (n.default or [])), None)
+    chosen = chosen or next((n for n in networks.values() if n.dns), None)
+    return list(chosen.dns) if chosen else []
