@@ -45,14 +45,13 @@ def parse_request(raw: bytes) -> Request:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise errors.CpiError(f"Must provide valid JSON payload: {exc}") from None
     if not isinstance(data, dict):
-        raise errors.CpiError(f"Must provide a JSON object as the request, not a JSON {type(data).__name__}")
+        raise errors.CpiError(f"Must provide a JSON object as the request, not a JSON {_json_kind(data)}")
     if "method" not in data:
         raise errors.CpiError("Must provide 'method' in the request")
     for key, kind in (("arguments", list), ("context", dict)):
         if key in data and not isinstance(data[key], kind):
             raise errors.CpiError(
-                f"Must provide '{key}' as a JSON {'array' if kind is list else 'object'}, "
-                f"not {type(data[key]).__name__}"
+                f"Must provide '{key}' as a JSON {_json_kind(kind())}, not a JSON {_json_kind(data[key])}"
             )
     if data.get("context") is None:
         data.pop("context", None)
@@ -60,6 +59,13 @@ def parse_request(raw: bytes) -> Request:
         return Request.model_validate(data)
     except ValidationError as exc:
         raise errors.CpiError(f"invalid request: {describe(exc)}") from None
+
+
+def _json_kind(value: Any) -> str:
+    for kind, name in ((bool, "boolean"), (dict, "object"), (list, "array"), (str, "string"), ((int, float), "number")):
+        if isinstance(value, kind):
+            return name
+    return "null"
 
 
 def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:

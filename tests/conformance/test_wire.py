@@ -1,0 +1,211 @@
+"""Every input, however wrong, gets exactly one valid JSON response and exit code 0.
+
+bin/cpi runs as the director runs it: environment wiped to PATH, no HOME, cwd "/".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.runner import BIN_CPI, DIRECTOR_ENV, ROOT, Cpi, run_raw
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "cpi.json"
+    path.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {"state_dir": str(tmp_path / "state")}}}}))
+    return path
+
+
+BAD_INPUTS = {
+    "empty stdin": (b"", "Bosh::Clouds::CpiError", "empty"),
+    "whitespace": (b"  \n ", "Bosh::Clouds::CpiError", "empty"),
+    "invalid json": (b'{"method": "info",', "Bosh::Clouds::CpiError", "valid JSON"),
+    "json array": (b'[{"method": "info"}]', "Bosh::Clouds::CpiError", "not a JSON array"),
+    "json string": (b'"info"', "Bosh::Clouds::CpiError", "not a JSON string"),
+    "json null": (b"null", "Bosh::Clouds::CpiError", "not a JSON null"),
+    "invalid utf-8": (b'{"method": "\xff\xfe"}', "Bosh::Clouds::CpiError", "valid JSON"),
+    "missing method": (b'{"arguments": [], "context": {}}', "Bosh::Clouds::CpiError", "'method'"),
+    "method not a string": (b'{"method": 42, "arguments": []}', "Bosh::Clouds::CpiError", "method"),
+    "arguments not a list": (b'{"method": "info", "arguments": {"a": 1}}', "Bosh::Clouds::CpiError", "'arguments' as a JSON array, not a JSON object"),
+    "context not an object": (b'{"method": "info", "arguments": [], "context": []}', "Bosh::Clouds::CpiError", "'context'"),
+    "api_version not an int": (b'{"method": "info", "arguments": [], "api_version": "2"}', "Bosh::Clouds::CpiError", "api_version"),
+    "unknown method": (b'{"method": "make_coffee", "arguments": []}', "Bosh::Clouds::NotImplemented", "make_coffee"),
+    "too few arguments": (b'{"method": "create_disk", "arguments": [1024]}', "Bosh::Clouds::CpiError", "create_disk takes 2 to 3 arguments"),
+    "too many arguments": (b'{"method": "has_vm", "arguments": ["a", "b"]}', "Bosh::Clouds::CpiError", "has_vm takes 1 arguments (vm_cid), got 2"),
+    "wrong argument type": (b'{"method": "create_disk", "arguments": ["big", {}, null]}', "Bosh::Clouds::CpiError", "create_disk argument 1 (size)"),
+    "float size": (b'{"method": "create_disk", "arguments": [1.5, {}, null]}', "Bosh::Clouds::CpiError", "argument 1 (size)"),
+    "empty cid": (b'{"method": "delete_vm", "arguments": [""]}', "Bosh::Clouds::CpiError", "argument 1 (vm_cid)"),
+    "networks not an object": (b'{"method": "create_vm", "arguments": ["a", "s", {}, [], [], {}]}', "Bosh::Clouds::CpiError", "argument 4 (networks)"),
+    "bad network ip": (b'{"method": "create_vm", "arguments": ["a", "s", {}, {"n": {"type": "manual", "ip": "10.0.0.999"}}, [], {}]}', "Bosh::Clouds::CpiError", "argument 4 (networks).n.ip"),
+    "bad network type": (b'{"method": "create_vm", "arguments": ["a", "s", {}, {"n": {"type": "weird"}}, [], {}]}', "Bosh::Clouds::CpiError", "argument 4 (networks).n.type"),
+    "configure_networks": (b'{"method": "configure_networks", "arguments": ["vm-1", {}]}', "Bosh::Clouds::NotSupported", "configure_networks"),
+    "create_network": (b'{"method": "create_network", "arguments": [{"type": "manual"}]}', "Bosh::Clouds::NotImplemented", "create_network"),
+    "delete_network": (b'{"method": "delete_network", "arguments": ["net-1"]}', "Bosh::Clouds::NotImplemented", "delete_network"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_input_gets_one_clear_error(name, config):
+    stdin, wire_type, words = BAD_INPUTS[name]
+    response = run_raw(stdin, config)
+    assert response.returncode == 0
+    assert response.error["type"] == wire_type, response.doc
+    assert words in response.error["message"], response.error["message"]
+    assert response.error["ok_to_retry"] is False
+    assert "Traceback" not in response.error["message"]
+
+
+def test_unexpected_exception_is_cloud_error_with_traceback_only_in_log(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the state dir should be")
+    path = tmp_path / "cpi.json"
+    path.write_text(json.dumps({"cloud": {"properties": {"local": {"state_dir": str(blocker / "state")}}}}))
+    response = run_raw(json.dumps({"method": "has_vm", "arguments": ["vm-1"], "context": {}}).encode(), path)
+    assert response.returncode == 0
+    assert response.error["type"] == "Bosh::Clouds::CloudError"
+    assert "NotADirectoryError" in response.error["message"] or "FileExistsError" in response.error["message"]
+    assert "Traceback" not in response.error["message"]
+    assert "Traceback" in response.log
+    assert "Traceback" in response.stderr
+
+
+def test_stdout_is_exactly_one_json_document(config):
+    response = run_raw(b'{"method":"info","arguments":[],"context":{}}', config)
+    assert response.raw.count("\n") == 1 and response.raw.endswith("\n")
+    assert json.loads(response.raw) == response.doc
+
+
+def test_info_without_api_version_or_context(config):
+    response = run_raw(b'{"method":"info","arguments":[]}', config)
+    assert response.doc["result"] == {"stemcell_formats": ["dummy", "local-raw", "local-light"], "api_version": 3}
+
+
+def test_info_same_whatever_api_version_and_context(config):
+    answers = {
+        json.dumps(run_raw(json.dumps({"method": "info", "arguments": [], "api_version": v, "context": ctx}).encode(), config).doc["result"])
+        for v in (1, 2, 3)
+        for ctx in ({}, {"director_uuid": "x", "request_id": "cpi-1", "formats": ["a"], "cvcpkey": "v"})
+    }
+    assert len(answers) == 1
+
+
+def test_no_config_path_uses_local_cloud_defaults():
+    # No HOME either: the default state dir comes from the password database.
+    response = run_raw(b'{"method":"info","arguments":[],"context":{}}', None)
+    assert response.doc["result"]["stemcell_formats"] == ["dummy", "local-raw", "local-light"]
+
+
+def test_extra_command_line_arguments_are_an_error(config):
+    response = run_raw(b'{"method":"info","arguments":[]}', config, args=["surplus"])
+    assert response.returncode == 0
+    assert "usage" in response.error["message"]
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("{not json", "not valid JSON"),
+        ('["a"]', "must hold a JSON object"),
+        ('{"cloud": {"plugin": "nimbus"}}', "unknown cloud plugin 'nimbus'; available: aws, local, openstack"),
+        ('{"cloud": {"plugin": "local", "properties": {"local": {"state_dir": 5}}}}', "cloud.properties.local.state_dir"),
+        ('{"cloud": {"plugin": "local", "properties": {"local": {"stat_dir": "/tmp/x"}}}}', "cloud.properties.local.stat_dir: unknown property"),
+        ('{"cloud": {"plugin": "local", "properties": {"agent": {"ntp": "pool.ntp.org"}}}}', "cloud.properties.agent.ntp"),
+        ('{"cloud": {"plugin": "local", "properties": {"local": {"faults": [{"times": 1}]}}}}', "cloud.properties.local.faults[0].method: Field required"),
+        ('{"clouds": {}}', "clouds: unknown property"),
+    ],
+)
+def test_bad_config_names_the_field(tmp_path, content, words):
+    path = tmp_path / "cpi.json"
+    path.write_text(content)
+    response = run_raw(b'{"method":"info","arguments":[],"context":{}}', path)
+    assert response.returncode == 0
+    assert response.error["type"] == "Bosh::Clouds::CpiError"
+    assert words in response.error["message"]
+
+
+def test_missing_config_file(tmp_path):
+    response = run_raw(b'{"method":"info","arguments":[]}', tmp_path / "nope.json")
+    assert response.error["type"] == "Bosh::Clouds::CpiError"
+    assert "nope.json" in response.error["message"]
+
+
+def test_context_keys_naming_properties_override_config(tmp_path, config):
+    other = tmp_path / "other-state"
+    image = tmp_path / "image"
+    image.write_bytes(b"x")
+    cpi = Cpi(config)
+    stemcell_cid = cpi("create_stemcell", str(image), {}, context={"state_dir": str(other)})
+    assert (other / "stemcells" / stemcell_cid / "stemcell.json").exists()
+    assert not (tmp_path / "state" / "stemcells" / stemcell_cid).exists()
+
+
+def test_request_id_is_logged(config):
+    response = Cpi(config).call("has_vm", "vm-x", context={"request_id": "cpi-987654"})
+    assert "[cpi-987654]" in response.log and "[cpi-987654]" in response.stderr
+
+
+def test_missing_request_id_and_stemcell_api_version_tolerated(config):
+    stdin = json.dumps({"method": "has_vm", "arguments": ["vm-x"], "context": {"director_uuid": "u"}, "api_version": 2})
+    assert run_raw(stdin.encode(), config).doc["result"] is False
+
+
+def test_secrets_never_leak(tmp_path):
+    """Config secrets (mbus password), env.bosh.password and a secret sent in context never
+    reach stdout or stderr, even when a message would echo them."""
+    secrets = ["mbus-pw-8c1f2e", "bosh-password-77d0", "context-secret-55aa"]
+    path = tmp_path / "cpi.json"
+    path.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {
+        "local": {"state_dir": str(tmp_path / "state"), "faults": [
+            {"method": "create_vm", "message": f"echo {secrets[0]} {secrets[1]} {secrets[2]}"}]},
+        "agent": {"mbus": f"https://mbus:{secrets[0]}@127.0.0.1:6868"}}}}))
+    env = {"bosh": {"password": secrets[1], "mbus": {"cert": {"private_key": "-----BEGIN KEY-----abc"}}}}
+    request = {"method": "create_vm", "arguments": ["a", "sc-x", {}, {"n": {"type": "dynamic"}}, [], env],
+               "context": {"director_uuid": "u", "secret_access_key": secrets[2]}, "api_version": 2}
+    response = run_raw(json.dumps(request).encode(), path)
+    assert response.error["message"].startswith("echo <redacted> <redacted> <redacted>")
+    for secret in secrets + ["-----BEGIN KEY-----abc"]:
+        assert secret not in response.raw
+        assert secret not in response.stderr
+
+
+def test_bin_cpi_without_a_python_env_still_answers_json(tmp_path):
+    """A copy of bin/cpi with no interpreter beside it reports that, as JSON, exit 0."""
+    (tmp_path / "bin").mkdir()
+    copy = tmp_path / "bin" / "cpi"
+    copy.write_bytes(BIN_CPI.read_bytes())
+    copy.chmod(0o755)
+    env = dict(DIRECTOR_ENV, BOSH_PACKAGES_DIR=str(tmp_path / "nothing"))
+    proc = subprocess.run([str(copy)], input=b'{"method":"info"}', capture_output=True, env=env, cwd="/")
+    assert proc.returncode == 0
+    doc = json.loads(proc.stdout)
+    assert doc["result"] is None and "no Python environment" in doc["error"]["message"]
+
+
+@pytest.mark.parametrize("plugin", ["local", "aws", "openstack"])
+def test_info_imports_no_cloud_sdk(tmp_path, plugin):
+    """`info` runs before every call: it must not load boto3 or openstacksdk."""
+    minimal = {"local": {}, "aws": {"region": "us-east-1", "credentials_source": "env_or_profile"},
+               "openstack": {"auth_url": "http://127.0.0.1:5000/v3", "username": "u", "api_key": "k", "project": "p",
+                             "domain": "default"}}[plugin]
+    path = tmp_path / "cpi.json"
+    path.write_text(json.dumps({"cloud": {"plugin": plugin, "properties": {plugin: minimal}}}))
+    python = ROOT / ".venv" / "bin" / "python"
+    proc = subprocess.run(
+        [str(python), "-X", "importtime", "-c",
+         "import sys; sys.path.insert(0, sys.argv.pop(1)); from cpi.rpc import main; sys.exit(main())",
+         str(ROOT), str(path)],
+        input=b'{"method":"info","arguments":[],"context":{}}', capture_output=True, env=DIRECTOR_ENV, cwd="/",
+    )
+    doc = json.loads(proc.stdout)
+    if doc["error"] and "not available in this build" in doc["error"]["message"]:
+        pytest.skip(f"the {plugin} cloud is not in this build yet")
+    assert doc["error"] is None, doc
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines() if line.startswith("import time:")}
+    heavy = {m for m in imported if m.split(".")[0] in ("boto3", "botocore", "openstack", "keystoneauth1")}
+    assert not heavy, f"info imported {sorted(heavy)}"

@@ -1,0 +1,30 @@
+"""The lifecycle target fixture: every scenario runs once per cloud.
+
+A cloud's target module provides `make(tmp_path_factory) -> Target` and may call
+pytest.skip() with the reason it cannot run here (no moto, no OpenStack services, ...).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+TARGETS = {
+    "local": "tests.lifecycle.local_target",
+    "aws": "tests.aws.target",
+    "openstack": "tests.openstack.target",
+}
+
+
+@pytest.fixture(scope="session", params=sorted(TARGETS))
+def target(request, tmp_path_factory):
+    try:
+        module = importlib.import_module(TARGETS[request.param])
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("tests."):
+            pytest.skip(f"the {request.param} cloud has no lifecycle target yet")
+        raise
+    made = module.make(tmp_path_factory)
+    yield made
+    made.cleanup()

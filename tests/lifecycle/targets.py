@@ -1,0 +1,59 @@
+"""A lifecycle target: one cloud the shared scenarios run against.
+
+Each cloud (local, aws via moto, openstack on loopback, or a real account) provides the
+few things the scenarios cannot know: its config, a stemcell to create, cloud_properties,
+networks, and ways to look at the IaaS directly to check what the CPI claims.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.support.runner import Cpi
+
+
+class Target:
+    name: str = "abstract"
+    #: whether a manual network may carry IPs chosen by the test (manual_network(i))
+    supports_manual_ips: bool = True
+
+    def __init__(self, config_path: Path):
+        self.config_path = config_path
+        self.cpi = Cpi(config_path)
+
+    # -- inputs
+    def stemcell_args(self) -> list[Any]:
+        """create_stemcell arguments: [image_path, cloud_properties]."""
+        raise NotImplementedError
+
+    def vm_cloud_properties(self) -> dict[str, Any]:
+        return {}
+
+    def disk_cloud_properties(self) -> dict[str, Any]:
+        return {}
+
+    def manual_network(self, index: int) -> dict[str, Any]:
+        """A networks argument with one manual network and an IP unique to `index`."""
+        raise NotImplementedError
+
+    def dynamic_network(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # -- checks against the IaaS itself
+    def disk_size_mib(self, disk_cid: str) -> int:
+        raise NotImplementedError
+
+    def vm_exists(self, vm_cid: str) -> bool:
+        raise NotImplementedError
+
+    def disk_attached_to(self, disk_cid: str) -> str | None:
+        """The vm_cid the IaaS says this disk is attached to."""
+        raise NotImplementedError
+
+    def leftovers(self) -> dict[str, list[str]]:
+        """Resources still present in the IaaS (VMs, disks, ports, ...), by kind."""
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        """Remove whatever the scenarios left (after a failing test)."""

@@ -1,0 +1,94 @@
+"""Drive bin/cpi as the director does: a fresh process per call, the environment wiped to
+PATH only, no HOME, an unrelated working directory, one JSON request on stdin."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN_CPI = ROOT / "bin" / "cpi"
+DIRECTOR_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+@dataclass
+class Response:
+    raw: str
+    stderr: str
+    returncode: int
+    doc: dict
+
+    @property
+    def result(self) -> Any:
+        assert self.doc["error"] is None, f"CPI error: {self.doc['error']}\n{self.doc['log']}"
+        return self.doc["result"]
+
+    @property
+    def error(self) -> dict | None:
+        return self.doc["error"]
+
+    @property
+    def log(self) -> str:
+        return self.doc["log"]
+
+
+def run_raw(stdin: bytes, config_path: Path | str | None = None, env: dict | None = None,
+            cwd: Path | str = "/", timeout: float = 120, args: list[str] | None = None) -> Response:
+    argv = [str(BIN_CPI)] + ([str(config_path)] if config_path else []) + list(args or [])
+    proc = subprocess.run(
+        argv, input=stdin, capture_output=True, env=dict(DIRECTOR_ENV if env is None else env),
+        cwd=cwd, timeout=timeout,
+    )
+    out = proc.stdout.decode()
+    doc = json.loads(out)  # the whole of stdout must be one JSON document
+    check_envelope(doc)
+    return Response(out, proc.stderr.decode(), proc.returncode, doc)
+
+
+def check_envelope(doc: Any) -> None:
+    """What the director's Membrane schema and bosh-cli demand of every response."""
+    assert isinstance(doc, dict), doc
+    assert {"result", "error", "log"} <= set(doc), doc
+    assert isinstance(doc["log"], str)
+    if doc["error"] is not None:
+        assert doc["result"] is None
+        err = doc["error"]
+        assert set(err) == {"type", "message", "ok_to_retry"}, err
+        assert isinstance(err["type"], str) and err["type"].startswith("Bosh::Clouds::")
+        assert isinstance(err["message"], str) and err["message"]
+        assert isinstance(err["ok_to_retry"], bool)
+
+
+class Cpi:
+    """A CPI client bound to one config file."""
+
+    def __init__(self, config_path: Path | None, director_uuid: str = "director-uuid-1", env: dict | None = None):
+        self.config_path = config_path
+        self.director_uuid = director_uuid
+        self.env = env
+
+    def request(self, method: str, *arguments: Any, api_version: int | None = 2,
+                context: dict | None = None, stemcell_api_version: int | None = 2) -> dict:
+        ctx = {"director_uuid": self.director_uuid, "request_id": "cpi-424242"}
+        if stemcell_api_version is not None:
+            ctx["vm"] = {"stemcell": {"api_version": stemcell_api_version}}
+        ctx.update(context or {})
+        req: dict[str, Any] = {"method": method, "arguments": list(arguments), "context": ctx}
+        if api_version is not None:
+            req["api_version"] = api_version
+        return req
+
+    def call(self, method: str, *arguments: Any, **kw: Any) -> Response:
+        timeout = kw.pop("timeout", 300)
+        response = run_raw(json.dumps(self.request(method, *arguments, **kw)).encode(), self.config_path,
+                           env=self.env, timeout=timeout)
+        assert response.returncode == 0, response.stderr
+        return response
+
+    def __call__(self, method: str, *arguments: Any, **kw: Any) -> Any:
+        """Call and return the result, failing the test on an error response."""
+        return self.call(method, *arguments, **kw).result
