@@ -33,6 +33,9 @@ class Cloud:
     stemcell_formats: ClassVar[list[str]]
     #: the model of `cloud.properties.<name>` in cpi.json
     Properties: ClassVar[type[BaseModel]]
+    #: the cloud_properties models, by what they describe ("vm_type", "disk_type", "network",
+    #: "stemcell"), for the generated reference (`cpi props <cloud>`)
+    cloud_property_models: ClassVar[dict[str, type[BaseModel]]] = {}
 
     def __init__(self, properties: BaseModel, agent: AgentConfig, context: CallContext):
         self.properties = properties

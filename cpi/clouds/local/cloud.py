@@ -36,6 +36,7 @@ class LocalCloud(Cloud):
     name = "local"
     stemcell_formats = ["dummy", "local-raw", "local-light"]
     Properties = LocalProperties
+    cloud_property_models = {"vm_type": VMCloudProperties, "disk_type": DiskCloudProperties}
 
     properties: LocalProperties
 
