@@ -1,0 +1,72 @@
+"""Third-party clouds found through the `bosh_cpi.clouds` entry-point group, imported only
+when selected; and the methods every cloud answers the same way."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from tests.support.runner import DIRECTOR_ENV, ROOT, Cpi, check_envelope
+
+PLUGIN = textwrap.dedent('''
+    from pydantic import BaseModel, ConfigDict
+    from cpi.clouds.base import Cloud
+
+    class Props(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        greeting: str = "hello"
+
+    class TinyCloud(Cloud):
+        """Implements has_vm only: everything else must come back NotImplemented."""
+        name = "tiny"
+        stemcell_formats = ["tiny-raw"]
+        Properties = Props
+
+        def has_vm(self, vm_cid):
+            return vm_cid == self.properties.greeting
+''')
+
+
+def run_with_plugin(tmp_path, request: dict, properties: dict | None = None) -> dict:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "tinycloud.py").write_text(PLUGIN)
+    dist = site / "tinycloud-0.1.dist-info"
+    dist.mkdir(exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tinycloud\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[bosh_cpi.clouds]\ntiny = tinycloud:TinyCloud\n")
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "tiny", "properties": {"tiny": properties or {}}}}))
+    proc = subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "-I", "-c",
+         "import sys; sys.path[:0] = [sys.argv.pop(1), sys.argv.pop(1)]; from cpi.rpc import main; sys.exit(main())",
+         str(ROOT), str(site), str(config)],
+        input=json.dumps(request).encode(), capture_output=True, env=DIRECTOR_ENV, cwd="/",
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    check_envelope(doc)
+    return doc
+
+
+def test_entry_point_cloud_is_loaded_and_validated(tmp_path):
+    info = run_with_plugin(tmp_path, {"method": "info", "arguments": []})
+    assert info["result"] == {"stemcell_formats": ["tiny-raw"], "api_version": 3}
+    has = run_with_plugin(tmp_path, {"method": "has_vm", "arguments": ["hi"]}, {"greeting": "hi"})
+    assert has["result"] is True
+    bad = run_with_plugin(tmp_path, {"method": "info", "arguments": []}, {"greting": "hi"})
+    assert "cloud.properties.tiny.greting: unknown property" in bad["error"]["message"]
+
+
+def test_unimplemented_methods_of_a_partial_cloud_are_not_implemented(tmp_path):
+    doc = run_with_plugin(tmp_path, {"method": "create_disk", "arguments": [1024, {}, None]})
+    assert doc["error"]["type"] == "Bosh::Clouds::NotImplemented"
+    assert "create_disk" in doc["error"]["message"] and "tiny" in doc["error"]["message"]
+
+
+def test_ping(tmp_path):
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"properties": {"local": {"state_dir": str(tmp_path / "s")}}}}))
+    assert Cpi(config)("ping") == "pong"
