@@ -120,7 +120,7 @@ def props(args: argparse.Namespace) -> int:
     from cpi.clouds import load_cloud
     from cpi.reference import markdown
 
-    print(markdown(load_cloud(args.cloud)))
+    sys.stdout.write(markdown(load_cloud(args.cloud)))
     return 0
 
 
