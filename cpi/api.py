@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable
 
-from pydantic import BeforeValidator, StrictInt, StrictStr, StringConstraints, ValidationError, create_model
+from pydantic import BeforeValidator, Field, StrictInt, StrictStr, StringConstraints, ValidationError, create_model
 
 from cpi import errors
 from cpi.clouds.base import Cloud
@@ -24,7 +24,7 @@ API_VERSION = 3
 
 Cid = Annotated[StrictStr, StringConstraints(min_length=1)]
 Props = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
-SizeMiB = StrictInt  # MiB, as BOSH counts disk sizes
+SizeMiB = Annotated[StrictInt, Field(gt=0)]  # MiB, as BOSH counts disk sizes
 
 
 @dataclass
@@ -191,8 +191,6 @@ def configure_networks(call: Call, vm_cid: Any = None, networks: Any = None) -> 
 
 @method
 def create_disk(call: Call, size: SizeMiB, cloud_properties: Props, vm_cid: Cid | None = None) -> str:
-    if size <= 0:
-        raise errors.CpiError(f"create_disk argument 1 (size): must be a positive number of MiB, got {size}")
     disk_cid = call.cloud.create_disk(size, cloud_properties, vm_cid)
     log.info("created disk %s (%d MiB)", disk_cid, size)
     return disk_cid
@@ -205,15 +203,11 @@ def delete_disk(call: Call, disk_cid: Cid) -> None:
 
 @method
 def resize_disk(call: Call, disk_cid: Cid, new_size: SizeMiB) -> None:
-    if new_size <= 0:
-        raise errors.CpiError(f"resize_disk argument 2 (new_size): must be a positive number of MiB, got {new_size}")
     call.cloud.resize_disk(disk_cid, new_size)
 
 
 @method
 def update_disk(call: Call, disk_cid: Cid, new_size: SizeMiB, cloud_properties: Props) -> str | None:
-    if new_size <= 0:
-        raise errors.CpiError(f"update_disk argument 2 (new_size): must be a positive number of MiB, got {new_size}")
     return call.cloud.update_disk(disk_cid, new_size, cloud_properties)
 
 

@@ -40,6 +40,7 @@ BAD_INPUTS = {
     "too many arguments": (b'{"method": "has_vm", "arguments": ["a", "b"]}', "Bosh::Clouds::CpiError", "has_vm takes 1 arguments (vm_cid), got 2"),
     "wrong argument type": (b'{"method": "create_disk", "arguments": ["big", {}, null]}', "Bosh::Clouds::CpiError", "create_disk argument 1 (size)"),
     "float size": (b'{"method": "create_disk", "arguments": [1.5, {}, null]}', "Bosh::Clouds::CpiError", "argument 1 (size)"),
+    "zero size": (b'{"method": "resize_disk", "arguments": ["disk-1", 0]}', "Bosh::Clouds::CpiError", "resize_disk argument 2 (new_size): Input should be greater than 0"),
     "empty cid": (b'{"method": "delete_vm", "arguments": [""]}', "Bosh::Clouds::CpiError", "argument 1 (vm_cid)"),
     "networks not an object": (b'{"method": "create_vm", "arguments": ["a", "s", {}, [], [], {}]}', "Bosh::Clouds::CpiError", "argument 4 (networks)"),
     "bad network ip": (b'{"method": "create_vm", "arguments": ["a", "s", {}, {"n": {"type": "manual", "ip": "10.0.0.999"}}, [], {}]}', "Bosh::Clouds::CpiError", "argument 4 (networks).n.ip"),
