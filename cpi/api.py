@@ -105,7 +105,8 @@ def _v2(call: Call) -> bool:
 
 @method
 def info(call: Call) -> dict[str, Any]:
-    return {"stemcell_formats": list(call.cloud_class.stemcell_formats), "api_version": API_VERSION}
+    reported = min(API_VERSION, call.config.debug.cpi.api_version or API_VERSION)
+    return {"stemcell_formats": list(call.cloud_class.stemcell_formats), "api_version": reported}
 
 
 @method

@@ -46,6 +46,23 @@ class AgentConfig(BaseModel):
     )
 
 
+class _DebugCpi(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_version: int | None = Field(
+        None, ge=1, le=3, description="Highest CPI API version `info` reports (to debug the director's negotiation)."
+    )
+
+
+class DebugConfig(BaseModel):
+    """`cloud.properties.debug` (the log level comes from the CPI_LOG_LEVEL environment
+    variable, which the job's bin/cpi exports, so that bosh-cli users can set it too)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpi: _DebugCpi = Field(default_factory=_DebugCpi)
+
+
 class _CloudSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -66,6 +83,7 @@ class Config:
     plugin: str
     properties: BaseModel  # the plugin's own Properties model
     agent: AgentConfig
+    debug: DebugConfig
     raw: dict  # the file as read, kept to collect secrets for redaction
 
 
@@ -109,4 +127,8 @@ def build(raw: dict, context: dict | None = None) -> Config:
         agent = AgentConfig.model_validate(file.cloud.properties.get("agent") or {})
     except ValidationError as exc:
         raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.agent')}") from None
-    return Config(plugin=plugin, properties=properties, agent=agent, raw=raw)
+    try:
+        debug = DebugConfig.model_validate(file.cloud.properties.get("debug") or {})
+    except ValidationError as exc:
+        raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.debug')}") from None
+    return Config(plugin=plugin, properties=properties, agent=agent, debug=debug, raw=raw)

@@ -97,10 +97,21 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
     return api.dispatch(call, request.arguments)
 
 
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def _log_level() -> int:
+    name = os.environ.get("CPI_LOG_LEVEL", "info").strip().lower()
+    if name not in LOG_LEVELS:
+        raise errors.CpiError(f"CPI_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {name!r}")
+    return LOG_LEVELS[name]
+
+
 def serve_once(stdin: BinaryIO, stdout_fd: int, config_path: str | None) -> int:
     call_log = CallLog(sys.stderr)
     started = time.monotonic()
     try:
+        call_log.set_level(_log_level())
         result = handle(stdin.read(), config_path, call_log)
         response = {"result": result, "error": None}
     except errors.BoshError as exc:

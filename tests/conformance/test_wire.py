@@ -210,3 +210,19 @@ def test_info_imports_no_cloud_sdk(tmp_path, plugin):
     imported = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines() if line.startswith("import time:")}
     heavy = {m for m in imported if m.split(".")[0] in ("boto3", "botocore", "openstack", "keystoneauth1")}
     assert not heavy, f"info imported {sorted(heavy)}"
+
+
+def test_debug_api_version_caps_info(tmp_path):
+    path = tmp_path / "cpi.json"
+    path.write_text(json.dumps({"cloud": {"properties": {"local": {"state_dir": str(tmp_path / "s")},
+                                                          "debug": {"cpi": {"api_version": 2}}}}}))
+    assert Cpi(path)("info")["api_version"] == 2
+    path.write_text(json.dumps({"cloud": {"properties": {"debug": {"cpi": {"api_version": 9}}}}}))
+    assert "cloud.properties.debug.cpi.api_version" in Cpi(path).call("info").error["message"]
+
+
+def test_log_level_from_environment(config):
+    quiet = run_raw(b'{"method":"has_vm","arguments":["vm-x"]}', config, env=dict(DIRECTOR_ENV, CPI_LOG_LEVEL="warning"))
+    assert quiet.doc["result"] is False and quiet.log == ""
+    bad = run_raw(b'{"method":"has_vm","arguments":["vm-x"]}', config, env=dict(DIRECTOR_ENV, CPI_LOG_LEVEL="loud"))
+    assert bad.error["type"] == "Bosh::Clouds::CpiError" and "CPI_LOG_LEVEL" in bad.error["message"]
