@@ -1,0 +1,329 @@
+"""The blobs the packages need offline: wheels for every compile-host platform, and the
+CPython source.
+
+A BOSH package compiles on a machine that may have no index access (a compilation VM),
+or on the operator's own Linux or Mac (`bosh create-env`). So the cpi package installs
+its dependencies with `pip install --no-index` from wheels shipped in the release. Most
+are pure Python (`py3-none-any`, shared by all platforms); a few are compiled
+(pydantic-core, cryptography, cffi, PyYAML, psutil...) and exist once per platform. The
+layout under the blobs root:
+
+    wheels/requirements.txt      the project's runtime requirements, with a header naming
+                                 the CPython version and the platforms vendored
+    wheels/any/*.whl             pure-Python wheels
+    wheels/<platform>/*.whl      compiled wheels, one directory per platform in release.yml
+    python3/Python-3.X.Y.tgz     the CPython source (operator-supplied: python.org's
+                                 tarball, or Debian's identical python3.X_3.X.Y.orig.tar.gz)
+
+Wheels and sources are large, so they live in the git-ignored blobs root and never in git.
+"""
+
+from __future__ import annotations
+
+import platform as _platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cpi.release.definition import ReleaseDefinition, VendorSettings
+from cpi.release.errors import ReleaseError
+
+REQUIREMENTS = "requirements.txt"
+PURE = "any"
+SOURCE_RE = re.compile(r"^Python-(3\.\d+)\.(\d+)(?:[a-z]+\d*)?\.(tgz|tar\.gz|tar\.xz)$")
+SOURCE_DIR_RE = re.compile(r"^Python-(3\.\d+\.\d+(?:[a-z]+\d*)?)$")
+
+
+def host_platform() -> str:
+    """This machine's platform name, as packages/cpi/packaging computes it from uname."""
+    machine = _platform.machine().lower()
+    if sys.platform.startswith("linux"):
+        arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+        libc = _platform.libc_ver()[0]
+        return f"linux-{arch}" + ("" if libc == "glibc" or not libc else "-musl")
+    if sys.platform == "darwin":
+        return f"macos-{'arm64' if machine == 'arm64' else machine}"
+    return f"{sys.platform}-{machine}"
+
+
+def project_requirements(release_dir: Path) -> list[str]:
+    """The runtime requirements in pyproject.toml ([project] dependencies)."""
+    path = release_dir / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReleaseError(f"{path}: not found; the wheels to vendor are its [project] dependencies") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ReleaseError(f"{path}: not valid TOML: {exc}") from None
+    requirements = data.get("project", {}).get("dependencies")
+    if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
+        raise ReleaseError(f"{path}: [project] dependencies must be a list of requirement strings")
+    return requirements
+
+
+def requirements_text(requirements: Sequence[str], python: str, platforms: Sequence[str]) -> str:
+    return (
+        "# Written by `cpi release vendor`: the CPI's runtime requirements, installed offline by\n"
+        "# packages/cpi/packaging from the wheels beside this file.\n"
+        f"# python: {python}\n"
+        f"# platforms: {' '.join(sorted(platforms))}\n" + "".join(f"{r}\n" for r in requirements)
+    )
+
+
+@dataclass
+class VendoredState:
+    """What requirements.txt says was vendored."""
+
+    python: str | None
+    platforms: list[str]
+    requirements: list[str]
+
+
+def read_requirements(path: Path) -> VendoredState:
+    python, platforms, requirements = None, [], []
+    for line in path.read_text().splitlines():
+        if line.startswith("# python:"):
+            python = line.split(":", 1)[1].strip()
+        elif line.startswith("# platforms:"):
+            platforms = line.split(":", 1)[1].split()
+        elif line.strip() and not line.startswith("#"):
+            requirements.append(line.strip())
+    return VendoredState(python, platforms, requirements)
+
+
+# --- wheels -------------------------------------------------------------------------------
+
+
+def is_pure(wheel: Path) -> bool:
+    """A wheel that runs anywhere: its platform tag (the last one) is `any`."""
+    return wheel.name.endswith("-any.whl")
+
+
+PipRunner = Callable[[list[str]], None]
+PIP_TIMEOUT = 1800  # seconds for one platform's download
+
+
+def run_pip(args: list[str]) -> None:
+    """Run pip with this interpreter; its own index settings (pip.conf, PIP_INDEX_URL) apply."""
+    command = [sys.executable, "-m", "pip", *args]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=PIP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise ReleaseError(f"pip download took more than {PIP_TIMEOUT} s (is the package index reachable?)") from None
+    if result.returncode != 0:
+        raise ReleaseError(
+            "pip download failed (is the package index reachable?):\n  "
+            + " ".join(command)
+            + "\n"
+            + (result.stderr.strip() or result.stdout.strip())[-4000:]
+        )
+
+
+def download_wheels(
+    requirements: Sequence[str],
+    python: str,
+    platforms: dict[str, list[str]],
+    destination: Path,
+    pip: PipRunner = run_pip,
+) -> dict[str, list[Path]]:
+    """Download the binary closure of `requirements` for each platform into
+    destination/<platform>/; return the wheels per platform."""
+    downloaded = {}
+    for name, tags in platforms.items():
+        target = destination / name
+        target.mkdir(parents=True, exist_ok=True)
+        args = ["download", "--quiet", "--only-binary=:all:", "--dest", str(target)]
+        for tag in tags:
+            args += ["--platform", tag]
+        args += ["--python-version", python, "--implementation", "cp", *requirements]
+        pip(args)
+        downloaded[name] = sorted(target.glob("*.whl"))
+        if not downloaded[name]:
+            raise ReleaseError(f"pip downloaded no wheels for platform {name} ({', '.join(tags)})")
+    return downloaded
+
+
+def arrange_wheels(
+    downloaded: dict[str, list[Path]],
+    wheels_dir: Path,
+    requirements: Sequence[str],
+    python: str,
+) -> dict[str, int]:
+    """Replace `wheels_dir` with: pure wheels (deduplicated by file name) in any/, compiled
+    ones per platform, and requirements.txt. Returns the number of wheels per directory."""
+    staging = wheels_dir.with_name(wheels_dir.name + ".new")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / PURE).mkdir(parents=True)
+    counts = {PURE: 0}
+    for name, wheels in sorted(downloaded.items()):
+        (staging / name).mkdir()
+        counts[name] = 0
+        for wheel in wheels:
+            if is_pure(wheel):
+                target = staging / PURE / wheel.name
+                if not target.exists():
+                    shutil.copyfile(wheel, target)
+                    counts[PURE] += 1
+            else:
+                shutil.copyfile(wheel, staging / name / wheel.name)
+                counts[name] += 1
+    (staging / REQUIREMENTS).write_text(requirements_text(requirements, python, list(downloaded)))
+    shutil.rmtree(wheels_dir, ignore_errors=True)
+    staging.rename(wheels_dir)
+    return counts
+
+
+def vendor_wheels(
+    release_dir: Path,
+    definition: ReleaseDefinition,
+    platforms: Sequence[str] | None = None,
+    python: str | None = None,
+    pip: PipRunner = run_pip,
+) -> dict[str, int]:
+    """Download and arrange the wheels for `platforms` (default: all of release.yml's).
+    `python` overrides release.yml's version (tests vendor for the running interpreter)."""
+    vendor = _settings(definition)
+    names = list(platforms) if platforms else list(vendor.platforms)
+    unknown = [name for name in names if name not in vendor.platforms]
+    if unknown:
+        raise ReleaseError(
+            f"unknown platform(s) {', '.join(unknown)}: release.yml vendor.platforms has "
+            f"{', '.join(vendor.platforms)} (add a platform there with its pip --platform tags)"
+        )
+    requirements = project_requirements(release_dir)
+    python = python or vendor.python
+    with tempfile.TemporaryDirectory(prefix="cpi-vendor-") as tmp:
+        downloaded = download_wheels(
+            requirements, python, {name: vendor.platforms[name] for name in names}, Path(tmp), pip
+        )
+        return arrange_wheels(downloaded, wheels_dir(release_dir, vendor), requirements, python)
+
+
+# --- CPython source ----------------------------------------------------------------------
+
+
+def python_source_version(source: Path) -> tuple[str, str]:
+    """(full version, archive suffix) of a CPython source tarball, read from its contents:
+    one top-level Python-X.Y.Z/ directory holding a configure script."""
+    if not source.is_file():
+        raise ReleaseError(
+            f"CPython source tarball {source} does not exist. Download Python-X.Y.Z.tgz from "
+            f"python.org (or Debian's python3.X_X.Y.Z.orig.tar.gz, the same file) and pass its path"
+        )
+    try:
+        with tarfile.open(source, "r:*") as tar:
+            tops, has_configure = set(), False
+            for member in tar:
+                top = member.name.lstrip("./").split("/", 1)[0]
+                if top:
+                    tops.add(top)
+                if re.fullmatch(r"\.?/?Python-[^/]+/configure", member.name):
+                    has_configure = True
+                if len(tops) > 1:
+                    break
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise ReleaseError(f"{source}: not a readable tar archive ({exc})") from None
+    if len(tops) != 1 or not SOURCE_DIR_RE.match(next(iter(tops))) or not has_configure:
+        raise ReleaseError(
+            f"{source}: not a CPython source tarball (expected one top-level Python-X.Y.Z/ directory "
+            f"with a configure script; found {', '.join(sorted(tops)[:3]) or 'nothing'})"
+        )
+    version = SOURCE_DIR_RE.match(next(iter(tops))).group(1)
+    with open(source, "rb") as handle:
+        magic = handle.read(6)
+    suffix = "tar.xz" if magic.startswith(b"\xfd7zXZ") else "tgz" if magic.startswith(b"\x1f\x8b") else None
+    if suffix is None:
+        raise ReleaseError(f"{source}: compress it with gzip or xz (the compile host's tar must unpack it)")
+    return version, suffix
+
+
+def add_python_source(release_dir: Path, definition: ReleaseDefinition, source: Path) -> Path:
+    """Copy the CPython source into the blobs as python3/Python-X.Y.Z.<tgz|tar.xz>,
+    replacing any other version there."""
+    vendor = _settings(definition)
+    version, suffix = python_source_version(source)
+    if not version.startswith(vendor.python + "."):
+        raise ReleaseError(
+            f"{source} is CPython {version}, but release.yml vendor.python is {vendor.python}: the "
+            f"wheels are built for one minor version (change vendor.python and re-vendor the wheels)"
+        )
+    directory = release_dir / vendor.blobs_root / vendor.python_source_dir
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / f"Python-{version}.{suffix}"
+    temporary = target.with_name(target.name + ".part")
+    shutil.copyfile(source, temporary)
+    for old in directory.glob("Python-*"):
+        if old != temporary:
+            old.unlink()
+    temporary.rename(target)
+    return target
+
+
+# --- checks at build time ------------------------------------------------------------------
+
+
+def wheels_dir(release_dir: Path, vendor: VendorSettings) -> Path:
+    return release_dir / vendor.blobs_root / vendor.wheels_dir
+
+
+def check_vendored(release_dir: Path, definition: ReleaseDefinition) -> list[str]:
+    """Fail with the command to run when blobs are missing or stale; return warnings."""
+    vendor = definition.vendor
+    if vendor is None:
+        return []
+    warnings = []
+    requirements_path = wheels_dir(release_dir, vendor) / REQUIREMENTS
+    if not requirements_path.is_file():
+        raise ReleaseError(
+            f"{requirements_path} is missing: the wheels are blobs, not in git. Run `cpi release vendor` "
+            f"(downloads them for {', '.join(vendor.platforms)}), then build again"
+        )
+    state = read_requirements(requirements_path)
+    if state.python != vendor.python:
+        raise ReleaseError(
+            f"the vendored wheels are for CPython {state.python}, release.yml vendor.python is "
+            f"{vendor.python}: run `cpi release vendor` again"
+        )
+    current = project_requirements(release_dir)
+    if state.requirements != current:
+        raise ReleaseError(
+            f"the vendored wheels are stale: pyproject.toml requires {current}, they were downloaded "
+            f"for {state.requirements}. Run `cpi release vendor` again"
+        )
+    missing = [name for name in vendor.platforms if name not in state.platforms]
+    if missing:
+        warnings.append(
+            f"no wheels vendored for {', '.join(missing)}: package cpi will not compile there "
+            f"(run `cpi release vendor` without --platform for all of release.yml's platforms)"
+        )
+    source_dir = release_dir / vendor.blobs_root / vendor.python_source_dir
+    sources = sorted(source_dir.glob("Python-*")) if source_dir.is_dir() else []
+    if not sources:
+        raise ReleaseError(
+            f"no CPython source in {source_dir}/: it is a blob the operator supplies. Run "
+            f"`cpi release vendor --python-source PATH` with a CPython {vendor.python}.x source tarball "
+            f"(python.org's Python-{vendor.python}.N.tgz, or Debian's "
+            f"python{vendor.python}_{vendor.python}.N.orig.tar.gz)"
+        )
+    if len(sources) > 1:
+        raise ReleaseError(f"several CPython sources in {source_dir}/ ({', '.join(s.name for s in sources)}): keep one")
+    match = SOURCE_RE.match(sources[0].name)
+    if not match or match.group(1) != vendor.python:
+        raise ReleaseError(
+            f"{sources[0]} is not a CPython {vendor.python}.x source named Python-{vendor.python}.N.tgz "
+            f"(or .tar.xz): add it with `cpi release vendor --python-source PATH`"
+        )
+    return warnings
+
+
+def _settings(definition: ReleaseDefinition) -> VendorSettings:
+    if definition.vendor is None:
+        raise ReleaseError("release.yml has no vendor section: nothing to vendor")
+    return definition.vendor

@@ -1,0 +1,200 @@
+"""Helpers shared by the release tests: synthetic release trees, a copy of this project's
+own release with stand-in blobs, ERB rendering through Ruby, and tar inspection."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+RENDERER = Path(__file__).with_name("erb_render.rb")
+JOB_DIR = REPO / "jobs" / "cpi"
+HOST_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def write(path: Path, text: str | bytes = "", mode: int | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    if mode is not None:
+        path.chmod(mode)
+    return path
+
+
+def write_yaml(path: Path, data) -> Path:
+    return write(path, yaml.safe_dump(data, sort_keys=False))
+
+
+def minimal_release(root: Path, *, name: str = "demo", version: str = "1.2.3") -> Path:
+    """A small release without vendoring: job `web` using packages `app` -> `runtime`,
+    files in src/ and blobs/, a LICENSE and a NOTICE."""
+    write_yaml(
+        root / "release.yml",
+        {
+            "name": name,
+            "version": version,
+            "jobs": ["web"],
+            "packages": ["app", "runtime"],
+            "source_roots": ["src", "blobs"],
+            "license": ["LICENSE*", "NOTICE*"],
+        },
+    )
+    write_yaml(
+        root / "jobs/web/spec",
+        {
+            "name": "web",
+            "templates": {"ctl.erb": "bin/ctl", "config.json.erb": "config/config.json"},
+            "packages": ["runtime", "app"],
+            "properties": {"port": {"description": "Port", "default": 8080}},
+        },
+    )
+    write(root / "jobs/web/monit", "")
+    write(root / "jobs/web/templates/ctl.erb", "#!/bin/bash\necho <%= p('port') %>\n", 0o755)
+    write(root / "jobs/web/templates/config.json.erb", '{"port": <%= p("port") %>}\n')
+    write_yaml(
+        root / "packages/app/spec",
+        {"name": "app", "dependencies": ["runtime"], "files": ["app/**/*"], "excluded_files": ["app/**/*.pyc"]},
+    )
+    write(root / "packages/app/packaging", "cp -a app ${BOSH_INSTALL_TARGET}\n")
+    write(root / "src/app/main.py", "print('hello')\n")
+    write(root / "src/app/bin/run", "#!/bin/sh\nexec python3 main.py\n", 0o755)
+    write(root / "src/app/main.pyc", b"\x00compiled")
+    write_yaml(root / "packages/runtime/spec", {"name": "runtime", "files": ["runtime/runtime-*.tgz"]})
+    write(root / "packages/runtime/packaging", "tar xzf runtime/runtime-*.tgz -C ${BOSH_INSTALL_TARGET}\n")
+    write(root / "blobs/runtime/runtime-1.0.tgz", b"pretend this is a large tarball")
+    write(root / "LICENSE", "Apache License 2.0\n")
+    write(root / "NOTICE", "Copyright the authors\n")
+    return root
+
+
+def fake_python_source(path: Path, version: str, *, configure: str | None = None) -> Path:
+    """A gzip tarball shaped like CPython's source: Python-<version>/configure and a README.
+
+    The default configure script writes a Makefile whose `install` puts a bin/python3 that
+    runs the interpreter running the tests, and records the arguments it was given."""
+    if configure is None:
+        configure = (
+            r"""#!/bin/sh
+printf '%s\n' "$@" > configure.args
+prefix=$(sed -n 's/^--prefix=//p' configure.args)
+printf '#!/bin/sh\nexec %s "$@"\n' "PYTHON" > python3.wrapper
+{
+  printf 'all:\n\techo built > built.txt\n'
+  printf 'install:\n\tmkdir -p %s/bin\n\tcp python3.wrapper %s/bin/python3\n' "$prefix" "$prefix"
+  printf '\tchmod 755 %s/bin/python3\n\tcp configure.args %s/configure.args\n' "$prefix" "$prefix"
+} > Makefile
+"""
+        ).replace("PYTHON", sys.executable)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data, mode in (
+            (f"Python-{version}/configure", configure.encode(), 0o755),
+            (f"Python-{version}/README.rst", b"This is Python\n", 0o644),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def fake_wheels(wheels_dir: Path, requirements: list[str], python: str, platforms: list[str]) -> None:
+    """Stand-in wheel files (not installable) in the vendored layout, for build tests."""
+    write(wheels_dir / "any/pure_pkg-1.0-py3-none-any.whl", b"PK pure")
+    for platform in platforms:
+        write(wheels_dir / platform / f"compiled_pkg-1.0-cp311-cp311-{platform}.whl", f"PK {platform}".encode())
+    from cpi.release.vendor import requirements_text
+
+    write(wheels_dir / "requirements.txt", requirements_text(requirements, python, platforms))
+
+
+def copy_project_release(destination: Path, *, python: str = HOST_PYTHON) -> Path:
+    """This project's release inputs (release.yml, jobs/, packages/, pyproject.toml, cpi/, LICENSE)
+    copied to `destination`, with vendor.python set to `python` and no blobs yet."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in ("jobs", "packages"):
+        shutil.copytree(REPO / name, destination / name)
+    shutil.copytree(REPO / "cpi", destination / "cpi", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy(REPO / "pyproject.toml", destination / "pyproject.toml")
+    for license_file in [*REPO.glob("LICENSE*"), *REPO.glob("NOTICE*")]:
+        shutil.copy(license_file, destination / license_file.name)
+    definition = yaml.safe_load((REPO / "release.yml").read_text())
+    definition["vendor"]["python"] = python
+    write_yaml(destination / "release.yml", definition)
+    return destination
+
+
+def add_fake_blobs(release_dir: Path, *, python: str = HOST_PYTHON) -> None:
+    """Stand-in blobs for every platform of release.yml: enough to build, not to install."""
+    from cpi.release.vendor import project_requirements
+
+    definition = yaml.safe_load((release_dir / "release.yml").read_text())
+    fake_python_source(release_dir / "blobs/python3" / f"Python-{python}.99.tgz", f"{python}.99")
+    fake_wheels(
+        release_dir / "blobs/wheels",
+        project_requirements(release_dir),
+        python,
+        list(definition["vendor"]["platforms"]),
+    )
+
+
+def job_spec() -> dict:
+    return yaml.safe_load((JOB_DIR / "spec").read_text())
+
+
+def render(template: Path, properties: dict, tmp_path: Path, ruby: str, spec: dict | None = None) -> str:
+    """Render `template` of job cpi with manifest `properties` through Ruby's ERB, with the
+    job spec's defaults, as bosh-cli does. Raises RenderError on a template error."""
+    spec = spec or job_spec()
+    context = {
+        "index": 0,
+        "id": "6a1f0c2e-test",
+        "az": "z1",
+        "bootstrap": True,
+        "deployment": "test",
+        "job": {"name": spec["name"]},
+        "networks": {"default": {"ip": "10.0.0.5", "netmask": "255.255.255.0", "gateway": "10.0.0.1"}},
+        "job_properties": properties,
+        "default_properties": {name: (d or {}).get("default") for name, d in spec["properties"].items()},
+    }
+    context_path = tmp_path / f"context-{os.getpid()}-{len(list(tmp_path.iterdir()))}.json"
+    context_path.write_text(json.dumps(context))
+    output = context_path.with_suffix(".out")
+    result = subprocess.run(
+        [ruby, str(RENDERER), str(context_path), str(template), str(output)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if result.returncode != 0:
+        raise RenderError(result.stderr)
+    return output.read_text()
+
+
+class RenderError(Exception):
+    pass
+
+
+def members(archive: Path | bytes) -> dict[str, tarfile.TarInfo]:
+    """name -> TarInfo of an archive (a path or bytes), in archive order. Directories end
+    in "/" as `tar -t` shows them (tarfile strips it)."""
+    fileobj = io.BytesIO(archive) if isinstance(archive, bytes) else open(archive, "rb")
+    with fileobj, tarfile.open(fileobj=fileobj, mode="r:*") as tar:
+        return {info.name + ("/" if info.isdir() else ""): info for info in tar.getmembers()}
+
+
+def read_member(archive: Path | bytes, name: str) -> bytes:
+    fileobj = io.BytesIO(archive) if isinstance(archive, bytes) else open(archive, "rb")
+    with fileobj, tarfile.open(fileobj=fileobj, mode="r:*") as tar:
+        extracted = tar.extractfile(name)
+        assert extracted is not None, f"{name} is not a file in the archive"
+        return extracted.read()

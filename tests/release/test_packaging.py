@@ -1,0 +1,289 @@
+"""The packages' packaging scripts, run as a compile host runs them, and the installed job
+answering CPI calls.
+
+A simulated compile: the package archive from a real build is unpacked into a compile
+directory and `bash -x packaging` runs there with the variables create-env sets
+(BOSH_COMPILE_TARGET, BOSH_INSTALL_TARGET, BOSH_PACKAGE_NAME, BOSH_PACKAGES_DIR) plus some
+hostile ones an operator's shell may have (PIP_INDEX_URL, PYTHONPATH). Package python3 is
+stood in for by a virtualenv of the interpreter running the tests (compiling CPython takes
+minutes); its own script is exercised with a fake CPython source tree instead. The
+installed layout is create-env's: <root>/packages/<pkg>, <root>/jobs/cpi.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from cpi.release.builder import build_release
+from cpi.release.vendor import host_platform, requirements_text
+from tests.release.support import HOST_PYTHON, JOB_DIR, REPO, fake_python_source, read_member, render, write
+
+DIRECTOR_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+PACKAGING_TIMEOUT = 600
+
+
+def standin_python3(packages_dir: Path) -> Path:
+    """packages/python3 as a virtualenv of this interpreter: bin/python3 is what the cpi
+    package's script builds its venv from."""
+    target = packages_dir / "python3"
+    if not (target / "bin/python3").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True, timeout=120)
+    return target
+
+
+def compile_package(compile_dir: Path, packages_dir: Path, name: str, extra_env: dict | None = None):
+    env = {
+        "PATH": os.environ.get("PATH", DIRECTOR_PATH),
+        "HOME": str(compile_dir.parent),
+        "BOSH_COMPILE_TARGET": str(compile_dir),
+        "BOSH_INSTALL_TARGET": str(packages_dir / name),
+        "BOSH_PACKAGE_NAME": name,
+        "BOSH_PACKAGES_DIR": str(packages_dir),
+        **(extra_env or {}),
+    }
+    (packages_dir / name).mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        ["bash", "-x", "packaging"], cwd=compile_dir, env=env, capture_output=True, text=True, timeout=PACKAGING_TIMEOUT
+    )
+
+
+def unpack(archive: bytes, destination: Path) -> Path:
+    destination.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        tar.extractall(destination, filter="tar")
+    return destination
+
+
+# --- package python3 ---------------------------------------------------------------------------
+
+
+def python3_compile_dir(tmp_path: Path, versions: list[str], **fake) -> Path:
+    compile_dir = tmp_path / "compile/python3"
+    write(compile_dir / "packaging", (REPO / "packages/python3/packaging").read_text())
+    for version in versions:
+        fake_python_source(compile_dir / "python3" / f"Python-{version}.tgz", version, **fake)
+    return compile_dir
+
+
+def test_python3_packaging_configures_builds_and_installs_into_the_target(tmp_path):
+    compile_dir = python3_compile_dir(tmp_path, [f"{HOST_PYTHON}.99"])
+    packages = tmp_path / "installation/packages"
+    result = compile_package(compile_dir, packages, "python3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    args = (packages / "python3/configure.args").read_text().splitlines()
+    assert f"--prefix={packages / 'python3'}" in args
+    assert "--with-ensurepip=install" in args
+    assert (compile_dir / f"build/Python-{HOST_PYTHON}.99/built.txt").exists()  # `make` ran
+    assert "package python3: CPython" in result.stdout
+    check = subprocess.run([str(packages / "python3/bin/python3"), "-c", "import ssl, zlib"], capture_output=True)
+    assert check.returncode == 0
+
+
+@pytest.mark.parametrize("versions, message", [([], "found 0: none"), (["3.11.1", "3.11.2"], "found 2:")])
+def test_python3_packaging_needs_exactly_one_source(tmp_path, versions, message):
+    compile_dir = python3_compile_dir(tmp_path, versions)
+    result = compile_package(compile_dir, tmp_path / "packages", "python3")
+    assert result.returncode != 0
+    assert "expected exactly one CPython source tarball python3/Python-3.*" in result.stderr
+    assert message in result.stderr
+
+
+def test_python3_packaging_rejects_a_tarball_without_configure(tmp_path):
+    compile_dir = python3_compile_dir(tmp_path, [])
+    readme = write(tmp_path / "README", "not CPython")
+    (compile_dir / "python3").mkdir()
+    with tarfile.open(compile_dir / "python3/Python-3.11.2.tgz", "w:gz") as tar:
+        tar.add(readme, arcname="Python-3.11.2/README")
+    result = compile_package(compile_dir, tmp_path / "packages", "python3")
+    assert result.returncode != 0
+    assert "does not unpack to one Python-3.x.y/ directory with a configure script" in result.stderr
+
+
+# --- package cpi: failures that must be clear ----------------------------------------------------
+
+
+def cpi_compile_dir(tmp_path: Path, *, python: str = HOST_PYTHON, platforms: list[str] | None = None) -> Path:
+    compile_dir = tmp_path / "compile/cpi"
+    write(compile_dir / "packaging", (REPO / "packages/cpi/packaging").read_text())
+    platforms = ["linux-riscv64"] if platforms is None else platforms
+    write(compile_dir / "wheels/requirements.txt", requirements_text(["pydantic>=2"], python, platforms))
+    write(compile_dir / "cpi/__init__.py", "")
+    return compile_dir
+
+
+def test_cpi_packaging_names_the_missing_platform(tmp_path):
+    packages = tmp_path / "installation/packages"
+    standin_python3(packages)
+    result = compile_package(cpi_compile_dir(tmp_path, platforms=["linux-riscv64", "macos-arm64"]), packages, "cpi")
+    assert result.returncode != 0
+    assert f"package cpi: no wheels for this compile host ({host_platform()})" in result.stderr
+    assert "the release has wheels for: linux-riscv64 macos-arm64" in result.stderr
+    assert f"cpi release vendor --platform {host_platform()}" in result.stderr
+
+
+def test_cpi_packaging_refuses_wheels_for_another_python(tmp_path):
+    packages = tmp_path / "installation/packages"
+    standin_python3(packages)
+    compile_dir = cpi_compile_dir(tmp_path, python="3.99", platforms=[host_platform()])
+    (compile_dir / "wheels" / host_platform()).mkdir()
+    result = compile_package(compile_dir, packages, "cpi")
+    assert result.returncode != 0
+    assert f"the wheels were vendored for CPython 3.99 but package python3 is CPython {HOST_PYTHON}" in result.stderr
+
+
+def test_cpi_packaging_needs_package_python3(tmp_path):
+    result = compile_package(cpi_compile_dir(tmp_path), tmp_path / "installation/packages", "cpi")
+    assert result.returncode != 0
+    assert "python3/bin/python3 (is package python3 compiled?)" in result.stderr
+
+
+# --- package cpi for real, then the job ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def installation(host_wheels, tmp_path_factory):
+    """The release built with this machine's real wheels; package cpi compiled from its
+    archive into <root>/packages/cpi against a stand-in python3, as create-env would."""
+    release = host_wheels.parent
+    fake_python_source(release / "blobs/python3" / f"Python-{HOST_PYTHON}.99.tgz", f"{HOST_PYTHON}.99")
+    work = tmp_path_factory.mktemp("installation")
+    built = build_release(release, work / "out")
+    root = work / "root"
+    packages = root / "packages"
+    standin_python3(packages)
+    compile_dir = unpack(read_member(built.tarball, "packages/cpi.tgz"), work / "compile/cpi")
+    # An operator's shell may point pip and Python elsewhere: the script must not care.
+    hostile = {
+        "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+        "PIP_FIND_LINKS": str(work / "nowhere"),
+        "PYTHONPATH": str(work / "nowhere"),
+        "PIP_REQUIRE_HASHES": "1",
+    }
+    result = compile_package(compile_dir, packages, "cpi", hostile)
+    assert result.returncode == 0, f"packaging failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    return {"root": root, "release": release, "tarball": built.tarball, "log": result.stdout + result.stderr}
+
+
+@pytest.mark.slow
+def test_cpi_package_installs_the_runtime_offline(installation):
+    venv_python = installation["root"] / "packages/cpi/venv/bin/python"
+    probe = subprocess.run(
+        [
+            str(venv_python),
+            "-I",
+            "-c",
+            "import json, cpi, pydantic_core, pydantic, tenacity, boto3, openstack; print(json.dumps(cpi.__path__[0]))",
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": DIRECTOR_PATH},
+        cwd="/",
+        timeout=120,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert json.loads(probe.stdout) == str(installation["root"] / "packages/cpi/app/cpi")
+    assert (
+        f"package cpi: installed in {installation['root'] / 'packages/cpi'} for {host_platform()}"
+        in installation["log"]
+    )
+
+
+@pytest.mark.slow
+def test_cpi_package_code_is_byte_compiled(installation):
+    app = installation["root"] / "packages/cpi/app/cpi"
+    assert list(app.glob("__pycache__/*.pyc")), "the app code was not byte-compiled at packaging time"
+
+
+@pytest.fixture(scope="module")
+def job(installation, ruby, tmp_path_factory):
+    """Job cpi rendered into <root>/jobs/cpi for the local cloud, as create-env renders it."""
+    root = installation["root"]
+    scratch = tmp_path_factory.mktemp("render")
+    properties = {
+        "cloud": {"plugin": "local"},
+        "local": {"state_dir": str(root / "state")},
+        "agent": {"mbus": "nats://nats:secret@127.0.0.1:4222"},
+        "ntp": ["time1.example"],
+    }
+    write(root / "jobs/cpi/bin/cpi", render(JOB_DIR / "templates/cpi.erb", properties, scratch, ruby), 0o755)
+    write(root / "jobs/cpi/config/cpi.json", render(JOB_DIR / "templates/cpi.json.erb", properties, scratch, ruby))
+    if not (REPO / "cpi/__main__.py").exists():
+        pytest.skip("cpi/__main__.py does not exist yet: bin/cpi runs `python -m cpi`")
+    return root
+
+
+def call(root: Path, method: str, *arguments, env: dict | None = None):
+    request = {
+        "method": method,
+        "arguments": list(arguments),
+        "context": {"director_uuid": "release-test"},
+        "api_version": 2,
+    }
+    result = subprocess.run(
+        [str(root / "jobs/cpi/bin/cpi")],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        env=env or {"PATH": DIRECTOR_PATH},
+        cwd="/",
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    response = json.loads(result.stdout)
+    assert response["error"] is None, f"{method}: {response['error']}\n{response['log']}"
+    return response["result"]
+
+
+@pytest.mark.slow
+def test_installed_job_answers_info_in_the_directors_environment(job):
+    info = call(job, "info")
+    assert "stemcell_formats" in info
+    assert info.get("api_version", 1) >= 1
+
+
+@pytest.mark.slow
+def test_installed_job_answers_info_under_create_env(job, tmp_path):
+    env = {
+        "PATH": DIRECTOR_PATH,
+        "HOME": str(tmp_path),
+        "BOSH_PACKAGES_DIR": str(job / "packages"),
+        "BOSH_JOBS_DIR": str(job / "jobs"),
+    }
+    assert "stemcell_formats" in call(job, "info", env=env)
+
+
+@pytest.mark.slow
+def test_installed_job_runs_a_local_cloud_lifecycle(job, tmp_path):
+    image = write(tmp_path / "image", os.urandom(4096))
+    stemcell = call(job, "create_stemcell", str(image), {"name": "bosh-dummy-stemcell", "version": "1"})
+    networks = {
+        "default": {
+            "type": "manual",
+            "ip": "10.244.0.2",
+            "netmask": "255.255.255.0",
+            "gateway": "10.244.0.1",
+            "dns": ["10.244.0.1"],
+            "default": ["dns", "gateway"],
+        }
+    }
+    vm_cid, _ = call(job, "create_vm", "agent-release-test", stemcell, {"cpu": 1, "ram": 256}, networks, [], {})
+    assert call(job, "has_vm", vm_cid) is True
+    disk = call(job, "create_disk", 64, {}, vm_cid)
+    assert call(job, "has_disk", disk) is True
+    call(job, "attach_disk", vm_cid, disk)
+    call(job, "detach_disk", vm_cid, disk)
+    call(job, "delete_disk", disk)
+    call(job, "delete_vm", vm_cid)
+    assert call(job, "has_vm", vm_cid) is False
+    call(job, "delete_stemcell", stemcell)
+    state = job / "state"
+    leftovers = {kind.name: sorted(p.name for p in kind.iterdir()) for kind in state.iterdir() if kind.is_dir()}
+    assert not any(leftovers.get(kind) for kind in ("stemcells", "vms", "disks")), leftovers

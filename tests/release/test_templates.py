@@ -1,0 +1,412 @@
+"""The job templates, rendered with Ruby's ERB as bosh-cli renders them: cpi.json in the
+shape cpi/config.py reads, unset properties left out, and a bin/cpi that finds its
+packages in the director's wiped environment and under create-env alike.
+
+The job spec (jobs/cpi/spec) is the one list of job properties. These tests hold the
+template and the CPI's config models to it: every rendered key must be one the models
+accept, every model field should have a spec property, and spec defaults must equal the
+models' defaults (those tests skip, saying why, while a cloud's model is not available)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from pydantic_core import PydanticUndefined
+
+from tests.release.support import JOB_DIR, RenderError, job_spec, render, write
+
+CPI_JSON = JOB_DIR / "templates/cpi.json.erb"
+CPI_ERB = JOB_DIR / "templates/cpi.erb"
+BUILTIN_CLOUDS = ("aws", "local", "openstack")
+DIRECTOR_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+# A value for every property, valid for the models, for the "everything set" renders.
+SAMPLES = {
+    "aws.region": "eu-west-1",
+    "aws.ec2_endpoint": "https://ec2.example.test",
+    "aws.elb_endpoint": "https://elb.example.test",
+    "aws.sts_endpoint": "https://sts.example.test",
+    "aws.ebs_endpoint": "https://ebs.example.test",
+    "aws.dualstack": True,
+    "aws.ca_cert_file": "/etc/ssl/certs/ca-certificates.crt",
+    "aws.credentials_source": "static",
+    "aws.default_security_groups": ["sg-0123", "bosh"],
+    "aws.encrypted": True,
+    "aws.metadata_options": {"http_tokens": "required", "http_put_response_hop_limit": 2},
+    "aws.instance_type_families": ["m6i", "c6i"],
+    "aws.max_retries": 3,
+    "aws.retry_budget_seconds": 30.0,
+    "aws.connect_timeout": 5.0,
+    "aws.read_timeout": 20.0,
+    "aws.vm_wait_timeout": 100.0,
+    "aws.volume_wait_timeout": 100.0,
+    "aws.volume_in_use_timeout": 100.0,
+    "aws.image_wait_timeout": 100.0,
+    "aws.slim_models": False,
+    "aws.lock_dir": "/var/vcap/data/cpi/locks",
+    "openstack.auth_url": "https://keystone.example.test/v3",
+    "openstack.endpoint_type": "internalURL",
+    "openstack.endpoint_overrides": {"compute": "https://nova.example.test:8774/v2.1"},
+    "openstack.connect_timeout": 5.0,
+    "openstack.read_timeout": 30.0,
+    "openstack.stemcell_public_visibility": True,
+    "openstack.max_retries": 3,
+    "openstack.ssl_verify": False,
+    "openstack.default_security_groups": ["default", "bosh"],
+    "openstack.boot_from_volume": True,
+    "openstack.config_drive": "cdrom",
+    "openstack.use_dhcp": False,
+    "openstack.human_readable_vm_names": True,
+    "openstack.ignore_server_availability_zone": True,
+    "openstack.state_timeout": 60.0,
+    "openstack.wait_resource_poll_interval": 1.0,
+    "openstack.retry_budget_seconds": 30.0,
+    "local.state_dir": "/var/vcap/store/local-cloud",
+    "local.agent_command": ["/usr/local/bin/bosh-agent"],
+    "local.agent_boot_timeout": 2.5,
+    "local.lock_timeout": 30.0,
+    "local.current_vm_cid": "vm-self",
+    "local.faults": [{"method": "create_vm", "times": 1, "error": "Bosh::Clouds::VMCreationFailed"}],
+    "agent.mbus": "https://mbus:secret@0.0.0.0:6868",
+    "agent.blobstore.provider": "local",
+    "agent.blobstore.options": {"blobstore_path": "/var/vcap/micro_bosh/data/cache"},
+    "ntp": ["0.pool.ntp.org", "1.pool.ntp.org"],
+}
+
+
+def nest(flat: dict) -> dict:
+    """{"a.b": 1} -> {"a": {"b": 1}}: manifest properties as an operator writes them."""
+    nested: dict = {}
+    for dotted, value in flat.items():
+        *parents, last = dotted.split(".")
+        node = nested
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return nested
+
+
+def sample(name: str):
+    return SAMPLES.get(name, f"sample-{name.rsplit('.', 1)[1].replace('_', '-')}")
+
+
+def keys_of(cloud: str) -> list[str]:
+    prefix = cloud + "."
+    return sorted(name[len(prefix) :] for name in job_spec()["properties"] if name.startswith(prefix))
+
+
+def everything_set(cloud: str) -> dict:
+    flat = {f"{cloud}.{key}": sample(f"{cloud}.{key}") for key in keys_of(cloud)}
+    flat.update({k: SAMPLES[k] for k in ("agent.mbus", "agent.blobstore.provider", "agent.blobstore.options", "ntp")})
+    flat["cloud.plugin"] = cloud
+    return nest(flat)
+
+
+@pytest.fixture
+def cpi_json(ruby, tmp_path):
+    def rendered(properties: dict) -> dict:
+        return json.loads(render(CPI_JSON, properties, tmp_path, ruby))
+
+    return rendered
+
+
+def test_every_property_is_described():
+    for name, definition in job_spec()["properties"].items():
+        assert (definition or {}).get("description"), f"property {name} has no description"
+
+
+def test_minimal_local_config(cpi_json):
+    config = cpi_json({"cloud": {"plugin": "local"}, "agent": {"mbus": "https://mbus:pw@0.0.0.0:6868"}})
+    assert config == {
+        "cloud": {
+            "plugin": "local",
+            "properties": {
+                "local": {"agent_boot_timeout": 10.0, "lock_timeout": 300.0},
+                "agent": {"ntp": [], "mbus": "https://mbus:pw@0.0.0.0:6868"},
+            },
+        }
+    }
+
+
+def test_unset_properties_are_left_out_never_null(cpi_json):
+    config = cpi_json({"cloud": {"plugin": "aws"}, "aws": {"region": "us-east-1"}})
+    aws = config["cloud"]["properties"]["aws"]
+    defaults = {
+        name.split(".", 1)[1]
+        for name, d in job_spec()["properties"].items()
+        if name.startswith("aws.") and "default" in d
+    }
+    assert set(aws) == {"region"} | defaults
+    assert "access_key_id" not in aws and "mbus" not in config["cloud"]["properties"]["agent"]
+
+    def no_nulls(value):
+        if isinstance(value, dict):
+            return all(no_nulls(v) for v in value.values())
+        if isinstance(value, list):
+            return all(no_nulls(v) for v in value)
+        return value is not None
+
+    assert no_nulls(config)
+
+
+@pytest.mark.parametrize("cloud", BUILTIN_CLOUDS)
+def test_every_spec_property_of_a_cloud_is_rendered_with_its_type(cpi_json, cloud):
+    """jobs/cpi/spec and the key lists in cpi.json.erb agree: all set -> all rendered."""
+    config = cpi_json(everything_set(cloud))
+    section = config["cloud"]["properties"][cloud]
+    assert sorted(section) == keys_of(cloud)
+    for key, value in section.items():
+        assert value == sample(f"{cloud}.{key}")
+    assert set(config["cloud"]["properties"]) == {cloud, "agent"}  # only the chosen cloud
+    assert config["cloud"]["properties"]["agent"] == {
+        "ntp": SAMPLES["ntp"],
+        "mbus": SAMPLES["agent.mbus"],
+        "blobstore": {"provider": "local", "options": SAMPLES["agent.blobstore.options"]},
+    }
+
+
+def test_plugin_is_required_with_a_clear_message(cpi_json):
+    with pytest.raises(RenderError, match="property cloud.plugin is required: one of aws, openstack, local"):
+        cpi_json({"aws": {"region": "us-east-1"}})
+
+
+def test_third_party_plugin_gets_cloud_properties_verbatim(cpi_json):
+    config = cpi_json({"cloud": {"plugin": "acme", "properties": {"zone": "z1", "quota": {"vms": 3}}}})
+    assert config["cloud"]["properties"]["acme"] == {"zone": "z1", "quota": {"vms": 3}}
+
+
+def test_mbus_from_director_nats_when_agent_mbus_is_unset(cpi_json):
+    nats = {"address": "10.0.0.6", "user": "nats", "password": "pw"}
+    config = cpi_json({"cloud": {"plugin": "local"}, "nats": nats})
+    assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://nats:pw@10.0.0.6:4222"
+    config = cpi_json({"cloud": {"plugin": "local"}, "nats": {"address": "10.0.0.6", "port": 4223}})
+    assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://10.0.0.6:4223"
+    config = cpi_json({"cloud": {"plugin": "local"}, "nats": nats, "agent": {"mbus": "nats://explicit:4222"}})
+    assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://explicit:4222"
+
+
+def test_debug_api_version(cpi_json):
+    config = cpi_json({"cloud": {"plugin": "local"}, "debug": {"cpi": {"api_version": 1}}})
+    assert config["cloud"]["properties"]["debug"] == {"cpi": {"api_version": 1}}
+
+
+# --- agreement with the CPI's config models ---------------------------------------------------------
+
+
+MODEL_CLASSES = {"aws": "AwsProperties", "openstack": "OpenStackProperties", "local": "LocalProperties"}
+
+
+def properties_model(cloud: str):
+    """The cloud's config model: `Properties` of its registered Cloud class, or, while the
+    cloud class is still being written, the model in cpi/clouds/<cloud>/props.py."""
+    try:
+        from cpi.clouds import load_cloud
+
+        return load_cloud(cloud).Properties
+    except Exception as exc:  # ImportError, a CpiError "not available", a half-written module...
+        reason = f"{type(exc).__name__}: {exc}"
+    try:
+        import importlib
+
+        return getattr(importlib.import_module(f"cpi.clouds.{cloud}.props"), MODEL_CLASSES[cloud])
+    except Exception:
+        pytest.skip(f"the {cloud} cloud's Properties model is not available yet ({reason})")
+
+
+@pytest.mark.parametrize("cloud", BUILTIN_CLOUDS)
+def test_every_rendered_key_is_accepted_by_the_model(cpi_json, cloud):
+    model = properties_model(cloud)
+    section = cpi_json(everything_set(cloud))["cloud"]["properties"][cloud]
+    unknown = sorted(set(section) - set(model.model_fields))
+    assert not unknown, (
+        f"cpi.json.erb renders {cloud} keys the model rejects: {unknown} (rename or drop them in jobs/cpi)"
+    )
+
+
+@pytest.mark.parametrize("cloud", BUILTIN_CLOUDS)
+def test_every_model_field_is_a_job_property(cloud):
+    model = properties_model(cloud)
+    missing = sorted(set(model.model_fields) - set(keys_of(cloud)))
+    assert not missing, f"{cloud} config fields without a job property {cloud}.<field> in jobs/cpi/spec: {missing}"
+
+
+@pytest.mark.parametrize("cloud", BUILTIN_CLOUDS)
+def test_spec_defaults_equal_the_model_defaults(cloud):
+    model = properties_model(cloud)
+    spec = job_spec()["properties"]
+    for key, field in model.model_fields.items():
+        definition = spec.get(f"{cloud}.{key}") or {}
+        if "default" not in definition:
+            continue
+        assert field.default is not PydanticUndefined, f"{cloud}.{key} has a spec default but no model default"
+        assert definition["default"] == field.default, (
+            f"{cloud}.{key}: spec default {definition['default']!r}, model {field.default!r}"
+        )
+
+
+REALISTIC = {
+    "local": lambda tmp: {"local": {"state_dir": str(tmp / "state"), "faults": SAMPLES["local.faults"]}},
+    "aws": lambda tmp: {
+        "aws": {
+            "region": "eu-west-1",
+            "access_key_id": "AKIAEXAMPLE",
+            "secret_access_key": "secret",
+            "default_key_name": "bosh",
+            "default_security_groups": ["bosh"],
+            "metadata_options": {"http_tokens": "required"},
+        }
+    },
+    "openstack": lambda tmp: {
+        "openstack": {
+            "auth_url": "https://keystone.example.test/v3",
+            "username": "admin",
+            "api_key": "pw",
+            "domain": "Default",
+            "project": "bosh",
+            "default_key_name": "bosh",
+            "default_security_groups": ["bosh"],
+            "config_drive": "cdrom",
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("cloud", BUILTIN_CLOUDS)
+def test_rendered_config_passes_the_cpi_config_validation(cpi_json, cloud, tmp_path):
+    from cpi import config
+    from cpi.clouds import load_cloud
+
+    try:
+        load_cloud(cloud)
+    except Exception as exc:
+        pytest.skip(f"the {cloud} cloud is not registered yet ({type(exc).__name__}: {exc})")
+
+    properties = {
+        "cloud": {"plugin": cloud},
+        **REALISTIC[cloud](tmp_path),
+        **nest({k: SAMPLES[k] for k in ("agent.mbus", "ntp")}),
+    }
+    built = config.build(cpi_json(properties))
+    assert built.plugin == cloud
+    assert built.agent.mbus == SAMPLES["agent.mbus"]
+    assert built.agent.ntp == SAMPLES["ntp"]
+
+
+# --- bin/cpi ------------------------------------------------------------------------------------
+
+STUB_PYTHON = """#!/bin/sh
+# Stands in for the cpi package's venv python: records how bin/cpi ran it.
+here=$(cd "$(dirname "$0")" && pwd)
+{ echo "ARGS"; printf '%s\\n' "$@"; echo "ENV"; env; echo "CWD"; pwd; } > "$here/../../invocation.txt"
+cat > "$here/../../stdin.txt"
+echo '{"result":"stub","error":null,"log":""}'
+"""
+
+
+def install(tmp_path: Path, ruby: str, properties: dict, *, with_package: bool = True) -> Path:
+    """A create-env style installation: <root>/jobs/cpi/{bin/cpi,config/cpi.json} and
+    <root>/packages/cpi/venv/bin/python (a stub)."""
+    root = tmp_path / "installation"
+    job = root / "jobs/cpi"
+    write(job / "bin/cpi", render(CPI_ERB, properties, tmp_path, ruby), 0o755)
+    write(job / "config/cpi.json", render(CPI_JSON, properties, tmp_path, ruby))
+    if with_package:
+        write(root / "packages/cpi/venv/bin/python", STUB_PYTHON, 0o755)
+    return root
+
+
+def run_bin_cpi(root: Path, env: dict, stdin: str = '{"method":"info","arguments":[],"context":{}}'):
+    result = subprocess.run(
+        [str(root / "jobs/cpi/bin/cpi")], input=stdin, capture_output=True, text=True, env=env, cwd="/", timeout=60
+    )
+    return result
+
+
+def invocation(package_dir: Path) -> tuple[list[str], dict[str, str], str]:
+    text = (package_dir / "invocation.txt").read_text()
+    args_part, rest = text.split("ENV\n", 1)
+    env_part, cwd = rest.split("CWD\n", 1)
+    env = dict(line.split("=", 1) for line in env_part.splitlines() if "=" in line)
+    return args_part.splitlines()[1:], env, cwd.strip()
+
+
+def test_bin_cpi_is_valid_bash(ruby, tmp_path):
+    properties = {"cloud": {"plugin": "local"}, "env": {"http_proxy": "http://p:3128", "no_proxy": "a,b"}}
+    script = render(CPI_ERB, properties, tmp_path, ruby)
+    assert script.startswith("#!/usr/bin/env bash\n")
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_bin_cpi_in_the_directors_wiped_environment(ruby, tmp_path):
+    """No HOME, no BOSH_*: packages are found beside the jobs directory, HOME from the
+    password database, the config next to bin/."""
+    root = install(tmp_path, ruby, {"cloud": {"plugin": "local"}})
+    result = run_bin_cpi(root, {"PATH": DIRECTOR_PATH})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["result"] == "stub"
+    args, env, cwd = invocation(root / "packages/cpi")
+    assert args == ["-I", "-m", "cpi", str(root / "jobs/cpi/config/cpi.json")]
+    assert env["BOSH_PACKAGES_DIR"] == str(root / "packages")
+    assert env["BOSH_JOBS_DIR"] == str(root / "jobs")
+    assert env["HOME"] == pwd.getpwuid(os.getuid()).pw_dir
+    assert cwd == "/"
+    assert "http_proxy" not in env and "CPI_LOG_LEVEL" not in env
+    assert (root / "packages/cpi/stdin.txt").read_text().startswith('{"method":"info"')
+
+
+def test_bin_cpi_under_create_env_uses_its_variables(ruby, tmp_path):
+    root = install(tmp_path, ruby, {"cloud": {"plugin": "local"}})
+    elsewhere = tmp_path / "elsewhere/packages"
+    write(elsewhere / "cpi/venv/bin/python", STUB_PYTHON, 0o755)
+    env = {
+        "PATH": DIRECTOR_PATH,
+        "HOME": str(tmp_path),
+        "BOSH_PACKAGES_DIR": str(elsewhere),
+        "BOSH_JOBS_DIR": str(root / "jobs"),
+    }
+    result = run_bin_cpi(root, env)
+    assert result.returncode == 0, result.stderr
+    args, seen, _ = invocation(elsewhere / "cpi")
+    assert seen["BOSH_PACKAGES_DIR"] == str(elsewhere)
+    assert seen["HOME"] == str(tmp_path)
+    assert args[-1] == str(root / "jobs/cpi/config/cpi.json")
+
+
+def test_bin_cpi_exports_proxies_and_log_level_exactly(ruby, tmp_path):
+    proxy = "http://user:p'a$s w@proxy.example:3128"
+    properties = {
+        "cloud": {"plugin": "local"},
+        "env": {"http_proxy": proxy, "https_proxy": "http://secure:3129", "no_proxy": "localhost,127.0.0.1,.internal"},
+        "debug": {"log_level": "debug"},
+    }
+    root = install(tmp_path, ruby, properties)
+    result = run_bin_cpi(root, {"PATH": DIRECTOR_PATH})
+    assert result.returncode == 0, result.stderr
+    _, env, _ = invocation(root / "packages/cpi")
+    assert env["http_proxy"] == env["HTTP_PROXY"] == proxy
+    assert env["https_proxy"] == env["HTTPS_PROXY"] == "http://secure:3129"
+    assert env["no_proxy"] == env["NO_PROXY"] == "localhost,127.0.0.1,.internal"
+    assert env["CPI_LOG_LEVEL"] == "debug"
+
+
+def test_bin_cpi_without_the_package_answers_in_json(ruby, tmp_path):
+    root = install(tmp_path, ruby, {"cloud": {"plugin": "local"}}, with_package=False)
+    result = run_bin_cpi(root, {"PATH": DIRECTOR_PATH, "BOSH_PACKAGES_DIR": str(tmp_path / 'no "such" dir')})
+    assert result.returncode == 0
+    response = json.loads(result.stdout)
+    assert response["result"] is None
+    assert response["error"]["type"] == "Bosh::Clouds::CloudError"
+    assert 'no "such" dir/cpi/venv/bin/python is missing' in response["error"]["message"]
+    assert response["error"]["ok_to_retry"] is False
+
+
+def test_rendered_files_modes_follow_create_env(ruby, tmp_path):
+    # create-env chmods bin/* executable; nothing else in the job needs a mode.
+    root = install(tmp_path, ruby, {"cloud": {"plugin": "local"}})
+    assert (root / "jobs/cpi/bin/cpi").stat().st_mode & stat.S_IXUSR

@@ -1,0 +1,238 @@
+"""Vendoring: wheel layout per platform, the CPython source blob, and the build-time
+checks that name the command to run. pip itself is stubbed here; tests/release/
+test_packaging.py downloads real wheels for this machine."""
+
+from __future__ import annotations
+
+import io
+import lzma
+import tarfile
+
+import pytest
+import yaml
+
+from cpi.release import vendor
+from cpi.release.definition import load_definition
+from cpi.release.errors import ReleaseError
+from tests.release.support import (
+    HOST_PYTHON,
+    REPO,
+    add_fake_blobs,
+    copy_project_release,
+    fake_python_source,
+    write,
+)
+
+
+@pytest.fixture
+def project(tmp_path):
+    return copy_project_release(tmp_path / "project", python="3.11")
+
+
+def test_requirements_come_from_pyproject(project):
+    assert vendor.project_requirements(project) == vendor.project_requirements(REPO)
+    assert any(r.startswith("pydantic") for r in vendor.project_requirements(project))
+
+
+def test_requirements_file_round_trip(tmp_path):
+    text = vendor.requirements_text(["pydantic>=2", "boto3"], "3.11", ["macos-arm64", "linux-x86_64"])
+    # packages/cpi/packaging reads these two header lines with sed.
+    assert "\n# python: 3.11\n" in text
+    assert "\n# platforms: linux-x86_64 macos-arm64\n" in text
+    assert text.endswith("pydantic>=2\nboto3\n")
+    path = write(tmp_path / "requirements.txt", text)
+    assert vendor.read_requirements(path) == vendor.VendoredState(
+        "3.11", ["linux-x86_64", "macos-arm64"], ["pydantic>=2", "boto3"]
+    )
+
+
+def test_download_asks_pip_for_binary_wheels_of_each_platform(tmp_path):
+    calls = []
+
+    def pip(args):
+        calls.append(args)
+        dest = args[args.index("--dest") + 1]
+        platform = args[args.index("--platform") + 1]
+        write(tmp_path / dest / "pure-1.0-py3-none-any.whl", "p")
+        write(tmp_path / dest / f"fast-1.0-cp311-cp311-{platform}.whl", platform)
+
+    downloaded = vendor.download_wheels(
+        ["pydantic>=2"],
+        "3.11",
+        {"linux-x86_64": ["manylinux_2_17_x86_64"], "macos-arm64": ["macosx_11_0_arm64"]},
+        tmp_path / "dl",
+        pip,
+    )
+    assert sorted(downloaded) == ["linux-x86_64", "macos-arm64"]
+    for args in calls:
+        assert "--only-binary=:all:" in args
+        assert args[args.index("--python-version") + 1] == "3.11"
+        assert args[args.index("--implementation") + 1] == "cp"
+        assert args[-1] == "pydantic>=2"
+    assert [a[a.index("--platform") + 1] for a in calls] == ["manylinux_2_17_x86_64", "macosx_11_0_arm64"]
+
+
+def test_arrange_puts_pure_wheels_once_in_any(tmp_path):
+    downloaded = {}
+    for platform in ("linux-x86_64", "macos-arm64"):
+        directory = tmp_path / "dl" / platform
+        downloaded[platform] = [
+            write(directory / "boto3-1.0-py3-none-any.whl", "same"),
+            write(directory / "six-1.0-py2.py3-none-any.whl", "same"),
+            write(directory / f"pydantic_core-2.0-cp311-cp311-{platform}.whl", platform),
+        ]
+    wheels = tmp_path / "blobs/wheels"
+    write(wheels / "stale-platform/old.whl", "old")  # replaced wholesale
+    counts = vendor.arrange_wheels(downloaded, wheels, ["boto3"], "3.11")
+    assert counts == {"any": 2, "linux-x86_64": 1, "macos-arm64": 1}
+    assert sorted(p.name for p in (wheels / "any").iterdir()) == [
+        "boto3-1.0-py3-none-any.whl",
+        "six-1.0-py2.py3-none-any.whl",
+    ]
+    assert not (wheels / "stale-platform").exists()
+    state = vendor.read_requirements(wheels / "requirements.txt")
+    assert state == vendor.VendoredState("3.11", ["linux-x86_64", "macos-arm64"], ["boto3"])
+
+
+def test_vendor_wheels_rejects_unknown_platforms(project):
+    with pytest.raises(ReleaseError, match="unknown platform.*windows-x86_64.*add a platform there"):
+        vendor.vendor_wheels(project, load_definition(project), ["windows-x86_64"], pip=lambda args: None)
+
+
+def test_pip_failure_is_reported(project):
+    def pip(args):
+        raise ReleaseError("pip download failed (is the package index reachable?)")
+
+    with pytest.raises(ReleaseError, match="index reachable"):
+        vendor.vendor_wheels(project, load_definition(project), ["linux-x86_64"], pip=pip)
+
+
+def test_host_platform_matches_what_the_packaging_script_computes(tmp_path):
+    """The Python side (tests, `vendor --host`) and the shell side (packages/cpi/packaging)
+    must name this machine alike, or the compile would look in the wrong directory."""
+    import subprocess
+
+    script = (REPO / "packages/cpi/packaging").read_text()
+    start = script.index("# Which vendored wheels fit this compile host.")
+    end = script.index("requirements=wheels/requirements.txt")
+    snippet = script[start:end] + 'echo "$platform"\n'
+    shell = subprocess.run(["bash", "-c", snippet], capture_output=True, text=True, check=True)
+    assert shell.stdout.strip() == vendor.host_platform()
+
+
+def test_every_release_platform_is_one_the_packaging_script_can_name():
+    script = (REPO / "packages/cpi/packaging").read_text()
+    for platform in load_definition(REPO).vendor.platforms:
+        os_name, _, arch = platform.partition("-")
+        assert f"platform={os_name}-" in script
+        assert arch in script, f"packages/cpi/packaging never computes {platform}"
+
+
+# --- CPython source --------------------------------------------------------------------------
+
+
+def test_python_source_is_added_under_its_version(project, tmp_path):
+    source = fake_python_source(tmp_path / "downloads/python3.11_3.11.2.orig.tar.gz", "3.11.2")
+    write(project / "blobs/python3/Python-3.11.1.tgz", "older")
+    target = vendor.add_python_source(project, load_definition(project), source)
+    assert target == project / "blobs/python3/Python-3.11.2.tgz"
+    assert target.read_bytes() == source.read_bytes()
+    assert sorted(p.name for p in target.parent.iterdir()) == ["Python-3.11.2.tgz"]
+
+
+def test_xz_python_source_keeps_its_compression(project, tmp_path):
+    gz = fake_python_source(tmp_path / "a.tgz", "3.11.9")
+    with tarfile.open(gz) as tar_in, tarfile.open(tmp_path / "Python-3.11.9.tar.xz", "w:xz") as tar_out:
+        for member in tar_in.getmembers():
+            tar_out.addfile(member, tar_in.extractfile(member))
+    target = vendor.add_python_source(project, load_definition(project), tmp_path / "Python-3.11.9.tar.xz")
+    assert target.name == "Python-3.11.9.tar.xz"
+    lzma.decompress(target.read_bytes())
+
+
+def test_python_source_missing_file(project, tmp_path):
+    with pytest.raises(ReleaseError, match=r"does not exist. Download Python-X.Y.Z.tgz from python.org"):
+        vendor.add_python_source(project, load_definition(project), tmp_path / "nope.tgz")
+
+
+def test_python_source_of_another_minor_version(project, tmp_path):
+    source = fake_python_source(tmp_path / "Python-3.12.1.tgz", "3.12.1")
+    with pytest.raises(ReleaseError, match=r"is CPython 3.12.1, but release.yml vendor.python is 3.11"):
+        vendor.add_python_source(project, load_definition(project), source)
+
+
+def test_not_a_python_source(project, tmp_path):
+    path = tmp_path / "Python-3.11.2.tgz"
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo("something-else/README")
+        tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(ReleaseError, match="not a CPython source tarball"):
+        vendor.add_python_source(project, load_definition(project), path)
+    write(path, "not a tarball at all")
+    with pytest.raises(ReleaseError, match="not a readable tar archive"):
+        vendor.add_python_source(project, load_definition(project), path)
+
+
+# --- build-time checks -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def vendored(tmp_path):
+    release = copy_project_release(tmp_path / "vendored")
+    add_fake_blobs(release)
+    return release
+
+
+def check(release):
+    return vendor.check_vendored(release, load_definition(release))
+
+
+def test_fully_vendored_release_passes(vendored):
+    assert check(vendored) == []
+
+
+def test_stale_wheels_after_a_dependency_change(vendored):
+    pyproject = vendored / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"tenacity>=8.2",', '"tenacity>=9",'))
+    with pytest.raises(ReleaseError, match=r"the vendored wheels are stale.*Run `cpi release vendor` again"):
+        check(vendored)
+
+
+def test_wheels_for_another_python(vendored):
+    definition = yaml.safe_load((vendored / "release.yml").read_text())
+    definition["vendor"]["python"] = "3.99"
+    write(vendored / "release.yml", yaml.safe_dump(definition))
+    with pytest.raises(ReleaseError, match=f"wheels are for CPython {HOST_PYTHON}, release.yml vendor.python is 3.99"):
+        check(vendored)
+
+
+def test_missing_platform_is_a_warning(vendored):
+    requirements = vendored / "blobs/wheels/requirements.txt"
+    requirements.write_text(requirements.read_text().replace(" macos-arm64", ""))
+    (warning,) = check(vendored)
+    assert "no wheels vendored for macos-arm64" in warning
+
+
+def test_missing_python_source(vendored):
+    for path in (vendored / "blobs/python3").iterdir():
+        path.unlink()
+    with pytest.raises(ReleaseError, match=r"no CPython source in .*Run `cpi release vendor --python-source PATH`"):
+        check(vendored)
+
+
+def test_two_python_sources(vendored):
+    write(vendored / f"blobs/python3/Python-{HOST_PYTHON}.1.tgz", "x")
+    with pytest.raises(ReleaseError, match="several CPython sources"):
+        check(vendored)
+
+
+def test_cli_vendor_adds_the_source_without_network(project, tmp_path, capsys):
+    from cpi.release.cli import main
+
+    source = fake_python_source(tmp_path / "Python-3.11.2.tgz", "3.11.2")
+    assert main(["vendor", "--release-dir", str(project), "--no-wheels", "--python-source", str(source)]) == 0
+    assert "blobs/python3/Python-3.11.2.tgz" in capsys.readouterr().out
+    assert (
+        main(["vendor", "--release-dir", str(project), "--no-wheels", "--python-source", str(tmp_path / "x.tgz")]) == 1
+    )
+    assert "cpi release: error:" in capsys.readouterr().err
