@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cpi.backoff import ThrottleConfig
 from cpi.errors import CpiError
 from cpi.validation import describe
 
@@ -84,6 +85,7 @@ class Config:
     properties: BaseModel  # the plugin's own Properties model
     agent: AgentConfig
     debug: DebugConfig
+    throttle: ThrottleConfig
     raw: dict  # the file as read, kept to collect secrets for redaction
 
 
@@ -131,4 +133,8 @@ def build(raw: dict, context: dict | None = None) -> Config:
         debug = DebugConfig.model_validate(file.cloud.properties.get("debug") or {})
     except ValidationError as exc:
         raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.debug')}") from None
-    return Config(plugin=plugin, properties=properties, agent=agent, debug=debug, raw=raw)
+    try:
+        throttle = ThrottleConfig.model_validate(file.cloud.properties.get("throttle") or {})
+    except ValidationError as exc:
+        raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.throttle')}") from None
+    return Config(plugin=plugin, properties=properties, agent=agent, debug=debug, throttle=throttle, raw=raw)

@@ -70,7 +70,7 @@ def _json_kind(value: Any) -> str:
 
 def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
     """Everything between the bytes read and the result; raises the cpi.errors types."""
-    from cpi import api, config
+    from cpi import api, backoff, config
     from cpi.clouds import load_cloud
     from cpi.models import CallContext
 
@@ -87,6 +87,7 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
     api_version = request.api_version if request.api_version is not None else 1
     log.info("%s (api_version %d, %d arguments)", request.method, api_version, len(request.arguments))
     cfg = config.build(raw_config, request.context)
+    backoff.configure(cfg.throttle)
     call = api.Call(
         method=request.method,
         api_version=api_version,

@@ -1,0 +1,115 @@
+"""The backoff shared across CPI processes: real processes contending for one state file."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import time
+
+import pytest
+
+from cpi.backoff import SharedLimiter, ThrottleConfig
+
+
+def config(tmp_path, **kw) -> ThrottleConfig:
+    return ThrottleConfig(state_dir=tmp_path, **kw)
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_burst_then_rate(tmp_path):
+    clock = FakeClock()
+    limiter = SharedLimiter("ec2", config(tmp_path, max_rate=10, burst=5), clock=clock, sleep=clock.sleep)
+    for _ in range(5):
+        limiter.acquire()
+    assert clock.now == 1000.0  # the burst goes at once
+    for _ in range(10):
+        limiter.acquire()
+    assert clock.now == pytest.approx(1001.0)  # then 10 per second
+
+
+def test_throttle_cuts_rate_blocks_until_retry_after_and_recovers(tmp_path):
+    clock = FakeClock()
+    cfg = config(tmp_path, max_rate=8, burst=1, min_rate=1)
+    a = SharedLimiter("ec2", cfg, clock=clock, sleep=clock.sleep)
+    b = SharedLimiter("ec2", cfg, clock=clock, sleep=clock.sleep)  # a sibling process
+    a.acquire()
+    a.throttled(retry_after=3.0)
+    state = json.loads((tmp_path / "ec2.json").read_text())
+    assert state["rate"] == pytest.approx(8 * 0.7) and state["not_before"] == pytest.approx(1003.0)
+    a.throttled(retry_after=3.0)  # a sibling throttled in the same second: no second cut
+    assert json.loads((tmp_path / "ec2.json").read_text())["rate"] == pytest.approx(8 * 0.7)
+    b.acquire()  # the sibling waits too
+    assert clock.now >= 1003.0
+    for _ in range(200):
+        b.succeeded()
+    assert json.loads((tmp_path / "ec2.json").read_text())["rate"] == 8  # back to the maximum
+
+
+def test_rate_is_forgotten_after_a_quiet_spell(tmp_path):
+    clock = FakeClock()
+    limiter = SharedLimiter("ec2", config(tmp_path, max_rate=8, forget_after=60), clock=clock, sleep=clock.sleep)
+    limiter.throttled()
+    limiter.throttled()
+    clock.now += 61
+    limiter.acquire()
+    assert json.loads((tmp_path / "ec2.json").read_text())["rate"] == 8
+
+
+def test_corrupt_state_is_treated_as_fresh(tmp_path):
+    (tmp_path / "ec2.json").write_text("{half a document")
+    limiter = SharedLimiter("ec2", config(tmp_path))
+    limiter.acquire()
+    assert json.loads((tmp_path / "ec2.json").read_text())["rate"] == 20
+
+
+def _worker(state_dir, count, results):
+    limiter = SharedLimiter("shared", ThrottleConfig(state_dir=state_dir, max_rate=40, burst=2))
+    for _ in range(count):
+        limiter.acquire()
+    results.put(time.time())
+
+
+def test_processes_share_one_rate(tmp_path):
+    """6 processes × 10 requests at a shared 40/s take at least (60 - burst) / 40 s."""
+    results = multiprocessing.Queue()
+    started = time.time()
+    procs = [multiprocessing.Process(target=_worker, args=(tmp_path, 10, results)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    finished = max(results.get(timeout=5) for _ in procs)
+    assert finished - started >= (60 - 2) / 40 * 0.95
+
+
+def _hold_lock(lock_path, ready):
+    import fcntl
+
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    ready.set()
+    time.sleep(60)
+
+
+def test_a_process_killed_holding_the_lock_blocks_nobody(tmp_path):
+    ready = multiprocessing.Event()
+    holder = multiprocessing.Process(target=_hold_lock, args=(str(tmp_path / "ec2.lock"), ready))
+    holder.start()
+    assert ready.wait(10)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.join()
+    started = time.monotonic()
+    SharedLimiter("ec2", config(tmp_path)).acquire()
+    assert time.monotonic() - started < 1.0
