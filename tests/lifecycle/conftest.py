@@ -13,6 +13,7 @@ import pytest
 TARGETS = {
     "local": "tests.lifecycle.local_target",
     "aws": "tests.aws.target",
+    "aws-real": "tests.aws.real_target",
     "openstack": "tests.openstack.target",
 }
 

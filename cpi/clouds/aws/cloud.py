@@ -1,0 +1,209 @@
+"""The aws cloud: EC2 and EBS (and, when asked, ELB and STS) through botocore.
+
+This module is what `cpi.clouds.aws:AwsCloud` loads for every aws call, `info` included,
+so it imports no AWS SDK: the clients are built by session.Aws on the first request.
+
+Each public method runs inside `_boundary`: botocore errors nobody expected become a
+CloudError naming the request, the AWS code and, for auth failures, the credentials used
+(never a secret); and the call's AWS request count is logged, for the bench and for
+whoever reads the task log.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel
+
+from cpi.clouds.base import Cloud, DiskHint
+from cpi.errors import BoshError, DiskNotFound, VMNotFound
+from cpi.models import Network, VMResources
+
+from . import errors, ids
+from .props import (
+    AwsProperties,
+    DiskCloudProperties,
+    NetworkCloudProperties,
+    StemcellCloudProperties,
+    VMCloudProperties,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _boundary(method: F) -> F:
+    @functools.wraps(method)
+    def wrapper(self: AwsCloud, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except BoshError:
+            raise
+        except Exception as exc:
+            if not type(exc).__module__.startswith("botocore"):
+                raise
+            raise errors.to_cloud_error(exc, method.__name__, self.aws.describe_credentials()) from None
+        finally:
+            if self._aws is not None and self._aws.requests:
+                self.log.info("%s: %s", method.__name__, self._aws.summary())
+
+    return wrapper  # type: ignore[return-value]
+
+
+class AwsCloud(Cloud):
+    name = "aws"
+    stemcell_formats: ClassVar[list[str]] = ["aws-raw", "aws-light"]
+    Properties = AwsProperties
+    cloud_property_models: ClassVar[dict[str, type[BaseModel]]] = {
+        "vm_type": VMCloudProperties,
+        "disk_type": DiskCloudProperties,
+        "network": NetworkCloudProperties,
+        "stemcell": StemcellCloudProperties,
+    }
+
+    properties: AwsProperties
+
+    def __init__(self, properties, agent, context):
+        super().__init__(properties, agent, context)
+        self._aws = None
+
+    @property
+    def aws(self):
+        if self._aws is None:
+            from .session import Aws
+
+            self._aws = Aws(self.properties)
+        return self._aws
+
+    def _vms(self):
+        from .vms import Vms
+
+        return Vms(self.aws, self.properties, self.agent, self.context)
+
+    def _disks(self):
+        from .disks import Disks
+
+        return Disks(self.aws, self.properties)
+
+    def _stemcells(self):
+        from .stemcells import Stemcells
+
+        return Stemcells(self.aws, self.properties)
+
+    # -- stemcells
+    @_boundary
+    def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:
+        return self._stemcells().create(image_path, cloud_properties, tags)
+
+    @_boundary
+    def delete_stemcell(self, stemcell_cid: str) -> None:
+        if not stemcell_cid.endswith(" light") and not ids.is_image(stemcell_cid):
+            self.log.info("stemcell %s not found (not an AMI ID): nothing to delete", stemcell_cid)
+            return
+        self._stemcells().delete(stemcell_cid)
+
+    # -- VMs
+    @_boundary
+    def create_vm(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, networks: dict[str, Network],
+                  disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
+        return self._vms().create(agent_id, stemcell_cid, cloud_properties, networks, disk_cids, env)
+
+    @_boundary
+    def delete_vm(self, vm_cid: str) -> None:
+        if not ids.is_instance(vm_cid):
+            self.log.info("VM %s not found (not an instance ID): nothing to delete", vm_cid)
+            return
+        self._vms().delete(vm_cid)
+
+    @_boundary
+    def has_vm(self, vm_cid: str) -> bool:
+        return ids.is_instance(vm_cid) and self._vms().exists(vm_cid)
+
+    @_boundary
+    def reboot_vm(self, vm_cid: str) -> None:
+        self._vms().reboot(_vm(vm_cid))
+
+    @_boundary
+    def set_vm_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
+        self._vms().set_metadata(_vm(vm_cid), metadata)
+
+    @_boundary
+    def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
+        return self._vms().calculate_cloud_properties(resources)
+
+    def current_vm_id(self) -> str:
+        """The instance this CPI runs on, from the instance metadata service (IMDSv2, with
+        an IMDSv1 fallback); used by the director's snapshot_self."""
+        from .imds import instance_id
+
+        return instance_id()
+
+    # -- disks
+    @_boundary
+    def create_disk(self, size: int, cloud_properties: dict, vm_cid: str | None) -> str:
+        return self._disks().create(size, cloud_properties, None if vm_cid is None else _vm(vm_cid))
+
+    @_boundary
+    def delete_disk(self, disk_cid: str) -> None:
+        if not ids.is_volume(disk_cid):
+            self.log.info("disk %s not found (not a volume ID): nothing to delete", disk_cid)
+            return
+        self._disks().delete(disk_cid)
+
+    @_boundary
+    def resize_disk(self, disk_cid: str, new_size: int) -> None:
+        self._disks().resize(_disk(disk_cid), new_size)
+
+    @_boundary
+    def update_disk(self, disk_cid: str, new_size: int, cloud_properties: dict) -> str | None:
+        return self._disks().update(_disk(disk_cid), new_size, cloud_properties)
+
+    @_boundary
+    def has_disk(self, disk_cid: str) -> bool:
+        return ids.is_volume(disk_cid) and self._disks().exists(disk_cid)
+
+    @_boundary
+    def attach_disk(self, vm_cid: str, disk_cid: str) -> DiskHint:
+        return self._disks().attach(_vm(vm_cid), _disk(disk_cid))
+
+    @_boundary
+    def detach_disk(self, vm_cid: str, disk_cid: str) -> None:
+        _vm(vm_cid)
+        if not ids.is_volume(disk_cid):
+            self.log.info("disk %s not found (not a volume ID): nothing to detach", disk_cid)
+            return
+        self._disks().detach(vm_cid, disk_cid)
+
+    @_boundary
+    def get_disks(self, vm_cid: str) -> list[str]:
+        return self._disks().list_for_vm(_vm(vm_cid))
+
+    @_boundary
+    def set_disk_metadata(self, disk_cid: str, metadata: dict[str, str]) -> None:
+        self._disks().set_metadata(_disk(disk_cid), metadata)
+
+    # -- snapshots
+    @_boundary
+    def snapshot_disk(self, disk_cid: str, metadata: dict[str, Any]) -> str:
+        return self._disks().snapshot(_disk(disk_cid), metadata)
+
+    @_boundary
+    def delete_snapshot(self, snapshot_cid: str) -> None:
+        if not ids.is_snapshot(snapshot_cid):
+            self.log.info("snapshot %s not found (not a snapshot ID): nothing to delete", snapshot_cid)
+            return
+        self._disks().delete_snapshot(snapshot_cid)
+
+
+def _vm(vm_cid: str) -> str:
+    """`vm_cid`, or VMNotFound when it cannot be an instance ID."""
+    if not ids.is_instance(vm_cid):
+        raise VMNotFound(f"VM '{vm_cid}' not found")
+    return vm_cid
+
+
+def _disk(disk_cid: str) -> str:
+    if not ids.is_volume(disk_cid):
+        raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
+    return disk_cid

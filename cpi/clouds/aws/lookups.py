@@ -1,0 +1,70 @@
+"""Describe one instance, volume or image by id, turning EC2's "not found" into the cpi
+error BOSH expects (or None where absence is an answer, not an error)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cpi.errors import DiskNotFound, VMNotFound
+
+from . import errors
+from .session import Aws
+
+#: Instance states in which the VM is gone for every purpose but has_vm's history.
+GONE = ("terminated",)
+
+
+def instance(aws: Aws, vm_cid: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
+    """The instance, or VMNotFound (None with missing_ok) when EC2 does not know it or it
+    has terminated (EC2 keeps terminated instances visible for about an hour)."""
+    try:
+        response = aws.ec2("DescribeInstances", InstanceIds=[vm_cid])
+    except Exception as exc:
+        if errors.is_not_found(exc):
+            found = None
+        else:
+            raise
+    else:
+        found = next((i for r in response.get("Reservations", []) for i in r.get("Instances", [])), None)
+    if found is None or found["State"]["Name"] in GONE:
+        if missing_ok:
+            return None
+        raise VMNotFound(f"VM '{vm_cid}' not found")
+    return found
+
+
+def volume(aws: Aws, disk_cid: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
+    try:
+        response = aws.ec2("DescribeVolumes", VolumeIds=[disk_cid])
+    except Exception as exc:
+        if errors.is_not_found(exc):
+            found = None
+        else:
+            raise
+    else:
+        found = next(iter(response.get("Volumes", [])), None)
+    if found is None or found.get("State") in ("deleting", "deleted"):
+        if missing_ok:
+            return None
+        raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
+    return found
+
+
+def image(aws: Aws, image_id: str) -> dict[str, Any] | None:
+    try:
+        response = aws.ec2("DescribeImages", ImageIds=[image_id])
+    except Exception as exc:
+        if errors.is_not_found(exc):
+            return None
+        raise
+    return next(iter(response.get("Images", [])), None)
+
+
+def attachment(volume_doc: dict[str, Any], vm_cid: str | None = None) -> dict[str, Any] | None:
+    """The volume's attachment (to `vm_cid`, if given) that is not already detached."""
+    for item in volume_doc.get("Attachments") or []:
+        if item.get("State") in ("detached",):
+            continue
+        if vm_cid is None or item.get("InstanceId") == vm_cid:
+            return item
+    return None

@@ -1,0 +1,561 @@
+"""VMs: create_vm, delete_vm, has_vm, reboot_vm, set_vm_metadata,
+calculate_vm_cloud_properties.
+
+create_vm costs two requests in the common case (DescribeImages for the AMI's root device,
+RunInstances with tags, disks, interface and user-data in one go) plus the polls of the
+running wait; names of security groups, a vip, spot fallback and load balancers add their
+own. Whatever fails after RunInstances terminates the instance (its root and ephemeral
+volumes and its interface go with it) and waits until it is gone before raising
+VMCreationFailed, so the director's retry finds the IP free.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from cpi import agent_env, retry
+from cpi.errors import BoshError, CloudError, VMCreationFailed
+from cpi.models import Network, VMResources
+from cpi.validation import parse
+
+from . import errors, ids, lookups, tags, waits
+from .props import (
+    AwsProperties,
+    MetadataOptions,
+    NetworkCloudProperties,
+    VipCloudProperties,
+    VMCloudProperties,
+    gib,
+)
+from .session import Aws
+
+log = logging.getLogger("cpi.clouds.aws")
+
+EPHEMERAL_DEVICE = "/dev/sdb"
+DEFAULT_EPHEMERAL_GIB = 10
+#: EC2's limit on user-data before base64.
+USER_DATA_LIMIT = 16 * 1024
+#: RunInstances failures a later attempt (by the director) can get past.
+RETRYABLE_LAUNCH_CODES = frozenset({
+    "InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientReservedInstanceCapacity",
+    "InsufficientCapacity", "InvalidIPAddress.InUse", "InsufficientFreeAddressesInSubnet",
+    "SpotMaxPriceTooLow", "MaxSpotInstanceCountExceeded", "Unsupported", "VolumeLimitExceeded",
+})
+SPOT_UNAVAILABLE_CODES = frozenset({
+    "InsufficientInstanceCapacity", "SpotMaxPriceTooLow", "MaxSpotInstanceCountExceeded",
+    "InsufficientCapacity", "Unsupported",
+})
+#: How long RunInstances keeps trying while a fixed IP is still held by a VM going away.
+IP_IN_USE_BUDGET = 180.0
+
+
+@dataclass
+class NetworkPlan:
+    name: str
+    network: Network
+    properties: NetworkCloudProperties
+    vip_name: str | None = None
+    vip: Network | None = None
+
+
+class Vms:
+    def __init__(self, aws: Aws, properties: AwsProperties, agent, context):
+        self.aws = aws
+        self.properties = properties
+        self.agent = agent
+        self.context = context
+
+    # ------------------------------------------------------------ create_vm
+
+    def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, networks: dict[str, Network],
+               disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
+        props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
+        self._check_stemcell_api_version()
+        plan = self._plan_networks(networks)
+        if disk_cids:
+            log.info("disk locality hint %s: the VM goes in the AZ of its subnet", ", ".join(disk_cids))
+        image = self._image(stemcell_cid)
+        if props.ephemeral_disk.use_instance_storage:
+            self._check_instance_storage(props.instance_type)
+        group_ids = self._security_groups(props, plan)
+        settings = agent_env.settings(
+            agent_id=agent_id,
+            vm_name=f"vm-{uuid.uuid4()}",
+            agent=self.agent,
+            networks={name: _with_dhcp(net) for name, net in networks.items()},
+            env=env,
+            system_disk=image["RootDeviceName"],
+            ephemeral_disk=EPHEMERAL_DEVICE,
+        )
+        user_data = json.dumps(agent_env.user_data(settings, networks), separators=(",", ":"))
+        if len(user_data.encode()) > USER_DATA_LIMIT:
+            raise VMCreationFailed(
+                f"agent settings are {len(user_data.encode())} bytes; EC2 user-data holds at most {USER_DATA_LIMIT}",
+                ok_to_retry=False,
+            )
+        # agent_id and director_uuid from the first request on: an instance (and its volumes
+        # and interfaces) left by a create_vm killed mid-way can be found and attributed
+        origin = {"agent_id": agent_id}
+        if self.context.director_uuid:
+            origin["director_uuid"] = self.context.director_uuid
+        create_tags = tags.clean({**origin, **_env_tags(env), **props.tags})
+        params = self._run_params(props, plan, image, group_ids, user_data, create_tags)
+        instance = self._run_instance(params, props)
+        vm_cid = instance["InstanceId"]
+        log.info("launched %s (%s) from %s in %s", vm_cid, props.instance_type, image["ImageId"], plan.properties.subnet)
+        try:
+            self._wait_running(vm_cid, instance)
+            if not props.source_dest_check:
+                self.aws.ec2("ModifyInstanceAttribute", InstanceId=vm_cid, SourceDestCheck={"Value": False})
+            if plan.vip is not None:
+                self._associate_elastic_ip(vm_cid, plan)
+            self._register_load_balancers(vm_cid, props)
+        except BaseException as exc:
+            failure = self._clean_up_failed(vm_cid, exc)
+            if failure is None:
+                raise
+            raise failure from None
+        return vm_cid, {name: net.wire() for name, net in networks.items()}
+
+    def _check_stemcell_api_version(self) -> None:
+        """Registry-less only: a stemcell that says it is API version 1 wants a registry
+        this CPI does not run. When the caller does not say (the director omits it when
+        unknown), assume a current stemcell, which reads its settings from user-data."""
+        stemcell = (self.context.vm or {}).get("stemcell") if isinstance(self.context.vm, dict) else None
+        if not isinstance(stemcell, dict) or "api_version" not in stemcell:
+            log.info("stemcell API version not given: assuming 2 or later (agent settings in user-data)")
+            return
+        if self.context.stemcell_api_version < 2:
+            raise VMCreationFailed(
+                f"stemcell API version {self.context.stemcell_api_version} needs a registry, which this CPI does not "
+                "run; use a stemcell with api_version 2 or later (agent settings in user-data)",
+                ok_to_retry=False,
+            )
+
+    def _plan_networks(self, networks: dict[str, Network]) -> NetworkPlan:
+        primary = [(name, net) for name, net in networks.items() if net.type in ("manual", "dynamic")]
+        vips = [(name, net) for name, net in networks.items() if net.type == "vip"]
+        if len(primary) != 1:
+            names = ", ".join(name for name, _ in primary) or "none"
+            raise VMCreationFailed(
+                f"the aws cloud gives a VM exactly one manual or dynamic network (one interface); got {names}",
+                ok_to_retry=False,
+            )
+        if len(vips) > 1:
+            raise VMCreationFailed(
+                f"at most one vip network (Elastic IP) per VM; got {', '.join(n for n, _ in vips)}", ok_to_retry=False
+            )
+        name, network = primary[0]
+        net_props = parse(NetworkCloudProperties, network.cloud_properties, f"network '{name}' cloud_properties")
+        plan = NetworkPlan(name=name, network=network, properties=net_props)
+        if vips:
+            plan.vip_name, plan.vip = vips[0]
+            parse(VipCloudProperties, plan.vip.cloud_properties, f"network '{plan.vip_name}' cloud_properties")
+            if not plan.vip.ip:
+                raise VMCreationFailed(f"vip network '{plan.vip_name}' has no ip (the Elastic IP)", ok_to_retry=False)
+        return plan
+
+    def _image(self, stemcell_cid: str) -> dict[str, Any]:
+        image_id = stemcell_cid.split(" ", 1)[0]
+        image = lookups.image(self.aws, image_id) if ids.is_image(image_id) else None
+        if image is None:
+            raise VMCreationFailed(f"stemcell '{stemcell_cid}': image {image_id} not found", ok_to_retry=False)
+        if image.get("State") != "available":
+            raise VMCreationFailed(
+                f"stemcell '{stemcell_cid}': image {image_id} is {image.get('State')}, not available",
+                ok_to_retry=image.get("State") == "pending",
+            )
+        image.setdefault("RootDeviceName", "/dev/xvda")
+        return image
+
+    def _check_instance_storage(self, instance_type: str) -> None:
+        """EC2 silently drops an instance-store mapping the type cannot honour, which would
+        leave the agent without an ephemeral disk: refuse instead (one request, only when
+        use_instance_storage is asked for)."""
+        found = self.aws.ec2("DescribeInstanceTypes", InstanceTypes=[instance_type]).get("InstanceTypes") or [{}]
+        if not found[0].get("InstanceStorageSupported"):
+            raise VMCreationFailed(
+                f"ephemeral_disk.use_instance_storage: instance type {instance_type} has no instance storage",
+                ok_to_retry=False,
+            )
+
+    def _security_groups(self, props: VMCloudProperties, plan: NetworkPlan) -> list[str]:
+        """vm_type's groups, else the network's, else the global defaults; names become IDs
+        (one DescribeSecurityGroups, plus DescribeSubnets only if a name is ambiguous)."""
+        wanted = props.security_groups or plan.properties.security_groups or self.properties.default_security_groups
+        ids = [g for g in wanted if g.startswith("sg-")]
+        names = [g for g in wanted if not g.startswith("sg-")]
+        if not names:
+            return _unique(ids)
+        response = self.aws.ec2("DescribeSecurityGroups", Filters=[{"Name": "group-name", "Values": names}])
+        by_name: dict[str, list[dict]] = {}
+        for group in response.get("SecurityGroups", []):
+            by_name.setdefault(group["GroupName"], []).append(group)
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise VMCreationFailed(f"security group(s) not found: {', '.join(missing)}", ok_to_retry=False)
+        vpc_id = None
+        for name in names:
+            groups = by_name[name]
+            if len(groups) > 1:
+                vpc_id = vpc_id or self._subnet_vpc(plan.properties.subnet)
+                groups = [g for g in groups if g.get("VpcId") == vpc_id]
+                if not groups:
+                    raise VMCreationFailed(f"security group '{name}' not found in {vpc_id}", ok_to_retry=False)
+            ids.append(groups[0]["GroupId"])
+        return _unique(ids)
+
+    def _subnet_vpc(self, subnet_id: str) -> str:
+        try:
+            response = self.aws.ec2("DescribeSubnets", SubnetIds=[subnet_id])
+        except Exception as exc:
+            if errors.is_not_found(exc):
+                raise VMCreationFailed(f"subnet {subnet_id} not found", ok_to_retry=False) from None
+            raise
+        return response["Subnets"][0]["VpcId"]
+
+    def _run_params(self, props: VMCloudProperties, plan: NetworkPlan, image: dict, group_ids: list[str],
+                    user_data: str, create_tags: dict[str, str]) -> dict[str, Any]:
+        p = self.properties
+        interface: dict[str, Any] = {"DeviceIndex": 0, "SubnetId": plan.properties.subnet, "DeleteOnTermination": True}
+        if group_ids:
+            interface["Groups"] = group_ids
+        if plan.network.type == "manual" and plan.network.ip:
+            if ipaddress.ip_address(plan.network.ip).version == 6:
+                interface["Ipv6Addresses"] = [{"Ipv6Address": plan.network.ip}]
+            else:
+                interface["PrivateIpAddress"] = plan.network.ip
+        if props.auto_assign_public_ip is not None:
+            interface["AssociatePublicIpAddress"] = props.auto_assign_public_ip
+        params: dict[str, Any] = {
+            "ImageId": image["ImageId"],
+            "InstanceType": props.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "UserData": user_data,  # botocore base64-encodes RunInstances' UserData
+            "NetworkInterfaces": [interface],
+            "BlockDeviceMappings": self._block_devices(props, image),
+        }
+        specs = tags.specifications(create_tags, ("instance", "volume", "network-interface"))
+        if specs:
+            params["TagSpecifications"] = specs
+        key_name = props.key_name or p.default_key_name
+        if key_name:
+            params["KeyName"] = key_name
+        profile = props.iam_instance_profile or p.default_iam_instance_profile
+        if profile:
+            params["IamInstanceProfile"] = {"Arn": profile} if profile.startswith("arn:") else {"Name": profile}
+        placement: dict[str, Any] = {}
+        if props.availability_zone:
+            placement["AvailabilityZone"] = props.availability_zone
+        if props.placement_group:
+            placement["GroupName"] = props.placement_group
+        if props.tenancy != "default":
+            placement["Tenancy"] = props.tenancy
+        if placement:
+            params["Placement"] = placement
+        metadata = (props.metadata_options or MetadataOptions()).over(p.metadata_options).to_api()
+        if metadata:
+            params["MetadataOptions"] = metadata
+        if props.spot_bid_price is not None:
+            params["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {
+                    "MaxPrice": f"{props.spot_bid_price}",
+                    "SpotInstanceType": "one-time",
+                    "InstanceInterruptionBehavior": "terminate",
+                },
+            }
+        return params
+
+    def _block_devices(self, props: VMCloudProperties, image: dict) -> list[dict[str, Any]]:
+        root_name = _root_mapping_name(image)
+        root: dict[str, Any] = {"DeleteOnTermination": True, "VolumeType": props.root_disk.type or "gp3"}
+        if props.root_disk.size is not None:
+            root["VolumeSize"] = gib(props.root_disk.size)
+        else:
+            # the AMI's own size: EC2 would assume it, and EC2-compatible clouds (moto) want it
+            image_size = next((m.get("Ebs", {}).get("VolumeSize") for m in image.get("BlockDeviceMappings", [])
+                               if m.get("DeviceName") == root_name), None)
+            if image_size:
+                root["VolumeSize"] = image_size
+        if props.root_disk.iops is not None:
+            root["Iops"] = props.root_disk.iops
+        if props.root_disk.throughput is not None:
+            root["Throughput"] = props.root_disk.throughput
+        devices = [{"DeviceName": root_name, "Ebs": root}]
+        eph = props.ephemeral_disk
+        if eph.use_instance_storage:
+            devices.append({"DeviceName": EPHEMERAL_DEVICE, "VirtualName": "ephemeral0"})
+        else:
+            ebs: dict[str, Any] = {
+                "DeleteOnTermination": True,
+                "VolumeSize": gib(eph.size) if eph.size is not None else DEFAULT_EPHEMERAL_GIB,
+                "VolumeType": eph.type or "gp3",
+            }
+            if eph.iops is not None:
+                ebs["Iops"] = eph.iops
+            if eph.throughput is not None:
+                ebs["Throughput"] = eph.throughput
+            encrypted = self.properties.encrypted if eph.encrypted is None else eph.encrypted
+            if encrypted:
+                ebs["Encrypted"] = True
+                kms = eph.kms_key_arn or self.properties.kms_key_arn
+                if kms:
+                    ebs["KmsKeyId"] = kms
+            devices.append({"DeviceName": EPHEMERAL_DEVICE, "Ebs": ebs})
+        return devices
+
+    def _run_instance(self, params: dict[str, Any], props: VMCloudProperties) -> dict[str, Any]:
+        """RunInstances: each attempt with its own ClientToken, so a throttled or timed-out
+        request is resent safely (EC2 answers a repeated token with the same instance);
+        a fixed IP still held by a dying VM is waited out; spot falls back to on-demand
+        when asked to."""
+
+        def launch(launch_params: dict[str, Any]) -> dict[str, Any]:
+            attempt = {**launch_params, "ClientToken": str(uuid.uuid4())}
+            return self.aws.ec2("RunInstances", **attempt)["Instances"][0]
+
+        def launch_waiting_for_ip(launch_params: dict[str, Any]) -> dict[str, Any]:
+            return retry.call(
+                lambda: launch(launch_params),
+                classify=_ip_in_use,
+                what="RunInstances (fixed IP still in use)",
+                budget=IP_IN_USE_BUDGET,
+            )
+
+        try:
+            try:
+                return launch_waiting_for_ip(params)
+            except Exception as exc:
+                if not (props.spot_ondemand_fallback and errors.code(exc) in SPOT_UNAVAILABLE_CODES):
+                    raise
+                log.warning("spot launch failed (%s); falling back to on-demand", errors.summary(exc))
+                on_demand = {k: v for k, v in params.items() if k != "InstanceMarketOptions"}
+                return launch_waiting_for_ip(on_demand)
+        except BoshError:
+            raise
+        except Exception as exc:
+            error_code = errors.code(exc)
+            if error_code is None and not _is_botocore(exc):
+                raise
+            cause = errors.to_cloud_error(exc, "RunInstances", self.aws.describe_credentials())
+            retryable = error_code in RETRYABLE_LAUNCH_CODES or errors.classifier()(exc).retryable
+            raise VMCreationFailed(cause.message, ok_to_retry=retryable) from None
+
+    def _wait_running(self, vm_cid: str, launched: dict[str, Any]) -> None:
+        if launched.get("State", {}).get("Name") == "running":
+            return  # some EC2-compatible clouds answer RunInstances with a running VM
+
+        def check() -> waits.Check:
+            try:
+                response = self.aws.ec2("DescribeInstances", InstanceIds=[vm_cid])
+            except Exception as exc:
+                if errors.code(exc) == "InvalidInstanceID.NotFound":
+                    return waits.Check(False, "not visible yet")  # EC2 is eventually consistent
+                raise
+            instance = response["Reservations"][0]["Instances"][0]
+            state = instance["State"]["Name"]
+            if state == "running":
+                return waits.Check(True, state)
+            if state == "pending":
+                return waits.Check(False, state)
+            reason = instance.get("StateReason") or {}
+            raise VMCreationFailed(
+                f"instance {vm_cid} went {state} while starting: "
+                f"{reason.get('Code', 'no reason given')}: {reason.get('Message', '')}".rstrip(": "),
+                ok_to_retry=str(reason.get("Code", "")).startswith("Server."),
+            )
+
+        waits.until(check, what=f"instance {vm_cid} to be running", timeout=self.properties.vm_wait_timeout,
+                    schedule=waits.INSTANCE)
+
+    def _associate_elastic_ip(self, vm_cid: str, plan: NetworkPlan) -> None:
+        ip = plan.vip.ip
+        try:
+            addresses = self.aws.ec2("DescribeAddresses", PublicIps=[ip]).get("Addresses", [])
+        except Exception as exc:
+            if errors.code(exc) in ("InvalidAddress.NotFound", "InvalidParameterValue"):
+                addresses = []
+            else:
+                raise
+        if not addresses:
+            raise VMCreationFailed(
+                f"Elastic IP {ip} of vip network '{plan.vip_name}' is not allocated to this account in "
+                f"{self.properties.signing_region}",
+                ok_to_retry=False,
+            )
+        address = addresses[0]
+        params: dict[str, Any] = {"InstanceId": vm_cid, "AllowReassociation": True}
+        if address.get("AllocationId"):
+            params["AllocationId"] = address["AllocationId"]
+        else:
+            params["PublicIp"] = ip
+        if address.get("InstanceId") and address["InstanceId"] != vm_cid:
+            log.info("Elastic IP %s moves from %s to %s", ip, address["InstanceId"], vm_cid)
+        self.aws.ec2("AssociateAddress", budget=60.0, also=lambda c: c in ("InvalidInstanceID", "IncorrectInstanceState"),
+                     **params)
+        log.info("associated Elastic IP %s with %s", ip, vm_cid)
+
+    def _register_load_balancers(self, vm_cid: str, props: VMCloudProperties) -> None:
+        for name in props.elbs:
+            self.aws.call("elb", "RegisterInstancesWithLoadBalancer", LoadBalancerName=name,
+                          Instances=[{"InstanceId": vm_cid}])
+            log.info("registered %s with classic load balancer %s", vm_cid, name)
+        if not props.lb_target_groups:
+            return
+        arns = [g for g in props.lb_target_groups if g.startswith("arn:")]
+        names = [g for g in props.lb_target_groups if not g.startswith("arn:")]
+        if names:
+            found = self.aws.call("elbv2", "DescribeTargetGroups", Names=names).get("TargetGroups", [])
+            arns += [g["TargetGroupArn"] for g in found]
+        for arn in arns:
+            self.aws.call("elbv2", "RegisterTargets", TargetGroupArn=arn, Targets=[{"Id": vm_cid}])
+            log.info("registered %s with target group %s", vm_cid, arn)
+
+    def _clean_up_failed(self, vm_cid: str, exc: BaseException) -> VMCreationFailed | None:
+        """Terminate the half-made VM and wait until it is gone; returns the error to raise
+        (None: re-raise `exc` as it is, e.g. KeyboardInterrupt)."""
+        log.warning("create_vm failed after launching %s (%s); terminating it", vm_cid, errors.summary(exc))
+        cleanup_problem = ""
+        try:
+            self.delete(vm_cid)
+        except Exception as cleanup_exc:  # noqa: BLE001 - reported in the error below, never hidden
+            cleanup_problem = f"; terminating {vm_cid} failed too ({errors.summary(cleanup_exc)}): delete it by hand"
+            log.error("could not terminate %s: %s", vm_cid, errors.summary(cleanup_exc))
+        if not isinstance(exc, Exception):
+            return None
+        if isinstance(exc, BoshError):
+            message, ok_to_retry = exc.message, exc.ok_to_retry or isinstance(exc, waits.WaitTimeout)
+        else:
+            cause = errors.to_cloud_error(exc, "create_vm", self.aws.describe_credentials())
+            message, ok_to_retry = cause.message, errors.classifier()(exc).retryable or cause.ok_to_retry
+        return VMCreationFailed(f"{message} (instance {vm_cid} terminated{cleanup_problem})", ok_to_retry=ok_to_retry)
+
+    # ------------------------------------------------------------ the rest
+
+    def delete(self, vm_cid: str) -> None:
+        """Terminate and wait until terminated: the persistent disks it held are then
+        detached and its IP is free for the next VM."""
+        try:
+            response = self.aws.ec2("TerminateInstances", InstanceIds=[vm_cid])
+        except Exception as exc:
+            if errors.is_not_found(exc):
+                log.info("VM %s not found: nothing to delete", vm_cid)
+                return
+            raise
+        changes = response.get("TerminatingInstances") or [{}]
+        if changes[0].get("CurrentState", {}).get("Name") == "terminated":
+            return
+
+        def check() -> waits.Check:
+            found = lookups.instance(self.aws, vm_cid, missing_ok=True)
+            if found is None:
+                return waits.Check(True, "terminated")
+            return waits.Check(False, found["State"]["Name"])
+
+        waits.until(check, what=f"instance {vm_cid} to terminate", timeout=self.properties.vm_wait_timeout,
+                    schedule=waits.INSTANCE)
+
+    def exists(self, vm_cid: str) -> bool:
+        return lookups.instance(self.aws, vm_cid, missing_ok=True) is not None
+
+    def reboot(self, vm_cid: str) -> None:
+        try:
+            self.aws.ec2("RebootInstances", InstanceIds=[vm_cid])
+        except Exception as exc:
+            if errors.is_not_found(exc):
+                from cpi.errors import VMNotFound
+
+                raise VMNotFound(f"VM '{vm_cid}' not found") from None
+            raise
+        log.info("rebooting %s", vm_cid)
+
+    def set_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
+        """Tags on the instance and on the volumes it was created with (root, ephemeral: the
+        ones deleted with it); persistent disks carry their own set_disk_metadata tags."""
+        instance = lookups.instance(self.aws, vm_cid)
+        wanted = tags.clean(metadata)
+        name = tags.vm_name(metadata)
+        if name:
+            wanted["Name"] = tags.clean({"Name": name})["Name"]
+        if not wanted:
+            return
+        volumes = [
+            m["Ebs"]["VolumeId"]
+            for m in instance.get("BlockDeviceMappings", [])
+            if m.get("Ebs", {}).get("DeleteOnTermination") and m["Ebs"].get("VolumeId")
+        ]
+        self.aws.ec2("CreateTags", Resources=[vm_cid, *volumes], Tags=tags.api(wanted))
+        log.info("tagged %s and %d volume(s) with %d tags", vm_cid, len(volumes), len(wanted))
+
+    def calculate_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
+        """The smallest instance type (memory, then vCPUs, then family preference) among
+        `instance_type_families` that has the cpus and memory asked for."""
+        families = self.properties.instance_type_families
+        candidates = []
+        params: dict[str, Any] = {"Filters": [{"Name": "instance-type", "Values": [f"{f}.*" for f in families]}]}
+        while True:
+            response = self.aws.ec2("DescribeInstanceTypes", **params)
+            for item in response.get("InstanceTypes", []):
+                vcpus = item.get("VCpuInfo", {}).get("DefaultVCpus", 0)
+                memory = item.get("MemoryInfo", {}).get("SizeInMiB", 0)
+                family = item["InstanceType"].split(".")[0]
+                if vcpus >= resources.cpu and memory >= resources.ram and family in families:
+                    candidates.append((memory, vcpus, families.index(family), item["InstanceType"]))
+            token = response.get("NextToken")
+            if not token:
+                break
+            params["NextToken"] = token
+        if not candidates:
+            raise CloudError(
+                f"no instance type in families {', '.join(families)} has {resources.cpu} vCPUs and "
+                f"{resources.ram} MiB; set instance_type_families or ask for less"
+            )
+        instance_type = min(candidates)[3]
+        result: dict[str, Any] = {"instance_type": instance_type}
+        if resources.ephemeral_disk_size > 0:
+            result["ephemeral_disk"] = {"size": resources.ephemeral_disk_size}
+        return result
+
+
+def _env_tags(env: dict) -> dict[str, Any]:
+    """env.bosh.tags (the director's deployment and manifest tags), if well formed."""
+    bosh = env.get("bosh") if isinstance(env, dict) else None
+    found = bosh.get("tags") if isinstance(bosh, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _ip_in_use(exc: BaseException) -> retry.Verdict:
+    if errors.code(exc) == "InvalidIPAddress.InUse":
+        return retry.Verdict(retry.Kind.TRANSIENT, "InvalidIPAddress.InUse")
+    return retry.PERMANENT
+
+
+def _is_botocore(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("botocore")
+
+
+def _with_dhcp(network: Network) -> Network:
+    """The agent configures AWS interfaces by DHCP, manual networks included (EC2 hands out
+    the fixed address itself)."""
+    return Network.model_validate({**network.wire(), "use_dhcp": True})
+
+
+def _root_mapping_name(image: dict[str, Any]) -> str:
+    """The AMI's mapping that holds the root device: the same name, or the whole disk of a
+    root partition (/dev/sda for /dev/sda1). Overriding any other name would add a disk."""
+    root = image.get("RootDeviceName") or "/dev/xvda"
+    names = [m.get("DeviceName") for m in image.get("BlockDeviceMappings", []) if m.get("DeviceName")]
+    if root in names:
+        return root
+    return next((n for n in names if root.startswith(n)), root)
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))

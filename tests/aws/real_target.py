@@ -1,0 +1,79 @@
+"""The aws lifecycle target against a real AWS account (or EC2-compatible cloud).
+
+Runs only when CPI_LIFECYCLE_AWS_CONFIG names a JSON file of this shape (skipped
+otherwise):
+
+    {
+      "cpi": { ...a cpi.json with cloud.plugin "aws"... },
+      "lifecycle": {
+        "subnet_id": "subnet-...",          # where test VMs go
+        "subnet_cidr": "10.0.16.0/24",      # its IPv4 range (manual IPs are taken from it)
+        "availability_zone": "eu-west-1a",  # the subnet's AZ
+        "ami_id": "ami-...",                # a light stemcell AMI in the configured region
+        "instance_type": "t3.micro",        # optional
+        "first_ip_offset": 100              # optional: manual IPs start this far into the range
+      }
+    }
+
+Everything the scenarios create is deleted by them; cleanup() removes what a failed test
+left (only resources that were not there when the session started).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.aws.target import AwsTarget
+
+ENV = "CPI_LIFECYCLE_AWS_CONFIG"
+
+
+def _ec2(aws: dict):
+    import boto3
+
+    kwargs = {"region_name": aws.get("region") or "us-east-1"}
+    if aws.get("ec2_endpoint"):
+        kwargs["endpoint_url"] = aws["ec2_endpoint"]
+    if aws.get("credentials_source", "static") == "static":
+        kwargs["aws_access_key_id"] = aws["access_key_id"]
+        kwargs["aws_secret_access_key"] = aws["secret_access_key"]
+        if aws.get("session_token"):
+            kwargs["aws_session_token"] = aws["session_token"]
+    session = boto3.session.Session()
+    if aws.get("role_arn"):
+        sts = session.client("sts", **kwargs)
+        creds = sts.assume_role(RoleArn=aws["role_arn"], RoleSessionName="bosh-cpi-lifecycle")["Credentials"]
+        kwargs.update(aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
+                      aws_session_token=creds["SessionToken"])
+    return session.client("ec2", **kwargs)
+
+
+def make(tmp_path_factory) -> AwsTarget:
+    path = os.environ.get(ENV)
+    if not path:
+        pytest.skip(f"{ENV} is not set: no real AWS account to run against")
+    doc = json.loads(Path(path).read_text())
+    cpi_config, lifecycle = doc["cpi"], doc["lifecycle"]
+    aws = cpi_config["cloud"]["properties"]["aws"]
+    # the scenarios create disks without a VM and attach them to VMs in the test subnet
+    aws.setdefault("default_availability_zone", lifecycle["availability_zone"])
+    workdir = tmp_path_factory.mktemp("aws-real")
+    config_path = workdir / "cpi.json"
+    config_path.write_text(json.dumps(cpi_config))
+    config_path.chmod(0o600)
+    return AwsTarget(
+        config_path,
+        ec2=_ec2(aws),
+        subnet_id=lifecycle["subnet_id"],
+        subnet_cidr=lifecycle["subnet_cidr"],
+        zone=lifecycle["availability_zone"],
+        region=aws.get("region") or "us-east-1",
+        ami_id=lifecycle["ami_id"],
+        instance_type=lifecycle.get("instance_type", "t3.micro"),
+        emulated=False,
+        first_ip_offset=int(lifecycle.get("first_ip_offset", 100)),
+    )
