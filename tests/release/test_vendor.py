@@ -193,7 +193,10 @@ def test_fully_vendored_release_passes(vendored):
 
 def test_stale_wheels_after_a_dependency_change(vendored):
     pyproject = vendored / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('"tenacity>=8.2",', '"tenacity>=9",'))
+    before = pyproject.read_text()
+    after = before.replace('"pydantic>=2.6,<3",', '"pydantic>=2.7,<3",')
+    assert after != before, "the test must change a dependency that pyproject.toml has"
+    pyproject.write_text(after)
     with pytest.raises(ReleaseError, match=r"the vendored wheels are stale.*Run `cpi release vendor` again"):
         check(vendored)
 

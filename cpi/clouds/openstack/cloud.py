@@ -1,0 +1,176 @@
+"""The openstack cloud: Nova, Neutron, Cinder, Glance (and Octavia when asked) through an
+openstacksdk Connection built from cpi.json.
+
+This module is what `cpi.clouds.openstack:OpenStackCloud` loads for every openstack call,
+`info` included, so it imports neither openstacksdk nor keystoneauth1: the connection is
+built by session.OpenStack on the first request.
+
+Each public method runs inside `_boundary`: API errors nobody expected become a CloudError
+naming the request and the service's answer, auth failures one naming the identity Keystone
+refused (never a secret); and the call's request count is logged, for the bench and for
+whoever reads the task log.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from cpi.clouds.base import Cloud, DiskHint
+from cpi.errors import BoshError
+from cpi.models import Network, VMResources
+
+from . import errors
+from .props import (
+    DiskCloudProperties,
+    NetworkCloudProperties,
+    OpenStackProperties,
+    StemcellCloudProperties,
+    VipCloudProperties,
+    VMCloudProperties,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _boundary(method: F) -> F:
+    @functools.wraps(method)
+    def wrapper(self: OpenStackCloud, *args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return method(self, *args, **kwargs)
+        except BoshError:
+            raise
+        except Exception as exc:
+            if not (isinstance(exc, errors.ApiError) or type(exc).__module__.startswith(("keystoneauth1", "openstack"))):
+                raise
+            p = self.properties
+            raise errors.to_cloud_error(exc, method.__name__, p.describe_identity(), p.auth_url) from None
+        finally:
+            if self._api is not None:
+                self._api.keep_token()
+            if self._api is not None and self._api.requests:
+                self.log.info("%s: %s in %.2fs", method.__name__, self._api.summary(), time.monotonic() - started)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class OpenStackCloud(Cloud):
+    name = "openstack"
+    stemcell_formats: ClassVar[list[str]] = ["openstack-raw", "openstack-qcow2", "openstack-light"]
+    Properties = OpenStackProperties
+    cloud_property_models: ClassVar[dict[str, type]] = {
+        "vm_type": VMCloudProperties,
+        "disk_type": DiskCloudProperties,
+        "network (manual and dynamic)": NetworkCloudProperties,
+        "network (vip)": VipCloudProperties,
+        "stemcell": StemcellCloudProperties,
+    }
+
+    properties: OpenStackProperties
+
+    def __init__(self, properties, agent, context):
+        super().__init__(properties, agent, context)
+        self._api = None
+
+    @property
+    def api(self):
+        if self._api is None:
+            from .session import OpenStack
+
+            self._api = OpenStack(self.properties)
+        return self._api
+
+    def _vms(self):
+        from .vms import Vms
+
+        return Vms(self.api, self.properties, self.agent, self.context)
+
+    def _disks(self):
+        from .disks import Disks
+
+        return Disks(self.api, self.properties, self._vms())
+
+    def _stemcells(self):
+        from .stemcells import Stemcells
+
+        return Stemcells(self.api, self.properties)
+
+    # -- stemcells
+    @_boundary
+    def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:
+        return self._stemcells().create(image_path, cloud_properties, tags)
+
+    @_boundary
+    def delete_stemcell(self, stemcell_cid: str) -> None:
+        self._stemcells().delete(stemcell_cid)
+
+    # -- VMs
+    @_boundary
+    def create_vm(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, networks: dict[str, Network],
+                  disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
+        return self._vms().create(agent_id, stemcell_cid, cloud_properties, networks, disk_cids, env)
+
+    @_boundary
+    def delete_vm(self, vm_cid: str) -> None:
+        self._vms().delete(vm_cid)
+
+    @_boundary
+    def has_vm(self, vm_cid: str) -> bool:
+        return self._vms().exists(vm_cid)
+
+    @_boundary
+    def reboot_vm(self, vm_cid: str) -> None:
+        self._vms().reboot(vm_cid)
+
+    @_boundary
+    def set_vm_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
+        self._vms().set_metadata(vm_cid, metadata)
+
+    @_boundary
+    def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
+        return self._vms().calculate_cloud_properties(resources)
+
+    # -- disks
+    @_boundary
+    def create_disk(self, size: int, cloud_properties: dict, vm_cid: str | None) -> str:
+        return self._disks().create(size, cloud_properties, vm_cid)
+
+    @_boundary
+    def delete_disk(self, disk_cid: str) -> None:
+        self._disks().delete(disk_cid)
+
+    @_boundary
+    def resize_disk(self, disk_cid: str, new_size: int) -> None:
+        self._disks().resize(disk_cid, new_size)
+
+    @_boundary
+    def has_disk(self, disk_cid: str) -> bool:
+        return self._disks().exists(disk_cid)
+
+    @_boundary
+    def attach_disk(self, vm_cid: str, disk_cid: str) -> DiskHint:
+        return self._disks().attach(vm_cid, disk_cid)
+
+    @_boundary
+    def detach_disk(self, vm_cid: str, disk_cid: str) -> None:
+        self._disks().detach(vm_cid, disk_cid)
+
+    @_boundary
+    def get_disks(self, vm_cid: str) -> list[str]:
+        return self._vms().disks(vm_cid)
+
+    @_boundary
+    def set_disk_metadata(self, disk_cid: str, metadata: dict[str, str]) -> None:
+        self._disks().set_metadata(disk_cid, metadata)
+
+    # -- snapshots
+    @_boundary
+    def snapshot_disk(self, disk_cid: str, metadata: dict[str, Any]) -> str:
+        return self._disks().snapshot(disk_cid, metadata)
+
+    @_boundary
+    def delete_snapshot(self, snapshot_cid: str) -> None:
+        self._disks().delete_snapshot(snapshot_cid)

@@ -1,0 +1,354 @@
+"""Persistent disks (Cinder volumes) and their snapshots.
+
+Device names: a persistent disk gets the first free letter from `b` (from `c` with a config
+drive attached as a disk); Nova refuses the letters of the flavor's ephemeral and swap disks
+and of another attach running at the same time (409), and the next letter is tried. The
+hint is `/dev/sdX` for the letter Nova recorded (the agent maps it to vdX/xvdX itself), so a
+disk that is already attached answers with the same hint.
+
+A volume still held by a server that is going away (status `detaching`) is waited out by
+attach_disk and delete_disk rather than failing the call.
+"""
+
+from __future__ import annotations
+
+import logging
+import string
+import uuid
+from typing import Any
+
+from cpi.errors import (
+    CloudError,
+    DiskNotAttached,
+    DiskNotFound,
+    NotSupported,
+    VMNotFound,
+)
+from cpi.validation import parse
+
+from . import errors, tags, waits
+from .props import DiskCloudProperties, OpenStackProperties, gib
+from .session import VOLUME_EXTEND_IN_USE_MICROVERSION, OpenStack
+from .vms import Vms, _quote
+
+log = logging.getLogger("cpi.clouds.openstack")
+
+SERVICE = "block-storage"
+LETTERS = string.ascii_lowercase[1:]  # b..z; a is the root disk
+#: Attempts at attaching while other attaches to the same VM take the chosen letters.
+ATTACH_ATTEMPTS = 8
+
+
+class Disks:
+    def __init__(self, api: OpenStack, properties: OpenStackProperties, vms: Vms):
+        self.api = api
+        self.properties = properties
+        self.vms = vms
+
+    # ------------------------------------------------------------ lookups
+
+    def volume(self, disk_cid: str) -> dict[str, Any] | None:
+        response = self.api.request(SERVICE, "GET", f"/volumes/{_quote(disk_cid)}", ok=(404,))
+        if response.status_code == 404:
+            return None
+        return response.json()["volume"]
+
+    def require(self, disk_cid: str) -> dict[str, Any]:
+        volume = self.volume(disk_cid)
+        if volume is None:
+            raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
+        return volume
+
+    def _wait(self, disk_cid: str, what: str, done, *, gone_ok: bool = False) -> dict[str, Any] | None:
+        """Poll the volume until `done(volume)`; an `error*` status aborts."""
+
+        def check() -> waits.Check:
+            volume = self.volume(disk_cid)
+            if volume is None:
+                if gone_ok:
+                    return waits.Check(True, "deleted")
+                raise DiskNotFound(f"disk '{disk_cid}' disappeared", ok_to_retry=False)
+            status = volume.get("status", "unknown")
+            if status.startswith("error"):
+                raise CloudError(f"volume {disk_cid} went {status} while waiting for it to {what}")
+            return waits.Check(done(volume), status, volume)
+
+        return waits.until(check, what=f"volume {disk_cid} to {what}", timeout=self.properties.state_timeout,
+                           cap=self.properties.wait_resource_poll_interval)
+
+    # ------------------------------------------------------------ create / delete
+
+    def create(self, size: int, cloud_properties: dict, vm_cid: str | None) -> str:
+        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
+        volume: dict[str, Any] = {
+            "size": gib(size),
+            "name": props.name or f"volume-{uuid.uuid4()}",
+            "description": "BOSH persistent disk",
+        }
+        volume_type = props.type or self.properties.default_volume_type
+        if volume_type:
+            volume["volume_type"] = volume_type
+        if vm_cid is not None:
+            server = self.vms.require(vm_cid)
+            zone = server.get("OS-EXT-AZ:availability_zone")
+            if zone and not self.properties.ignore_server_availability_zone:
+                volume["availability_zone"] = zone
+        try:
+            created = self.api.post(SERVICE, "/volumes", {"volume": volume})["volume"]
+        except errors.ApiError as exc:
+            if exc.status in (400, 404) and volume_type and exc.mentions("type"):
+                raise CloudError(f"create_disk: volume type '{volume_type}': {exc.message}") from None
+            raise
+        disk_cid = created["id"]
+        try:
+            self._wait(disk_cid, "be available", lambda v: v["status"] == "available")
+        except BaseException:
+            log.warning("volume %s did not become available; deleting it", disk_cid)
+            try:
+                self.api.delete(SERVICE, f"/volumes/{disk_cid}", ok=(404,))
+            except Exception as exc:  # noqa: BLE001 - the original failure is what gets raised
+                log.error("could not delete volume %s: %s; delete it by hand", disk_cid, errors.summary(exc))
+            raise
+        log.info("created volume %s: %d GiB%s%s", disk_cid, volume["size"],
+                 f" of type {volume_type}" if volume_type else "",
+                 f" in {volume['availability_zone']}" if "availability_zone" in volume else "")
+        return disk_cid
+
+    def delete(self, disk_cid: str) -> None:
+        """Delete and wait until Cinder has it gone. A volume still detaching from a server
+        that is going away, or with snapshots being deleted, is waited out."""
+
+        def busy(exc: errors.ApiError) -> bool:
+            if exc.status != 400:
+                return False
+            if exc.mentions("snapshot"):
+                snapshots = self.api.get(SERVICE, f"/snapshots?volume_id={_quote(disk_cid)}")["snapshots"]
+                return any(s.get("status") == "deleting" for s in snapshots)
+            volume = self.volume(disk_cid)
+            return volume is not None and volume.get("status") in ("detaching", "deleting", "creating", "attaching")
+
+        try:
+            response = self.api.request(SERVICE, "DELETE", f"/volumes/{_quote(disk_cid)}", ok=(404,), also=busy,
+                                        budget=self.properties.state_timeout)
+        except errors.ApiError as exc:
+            if exc.status == 400:
+                raise CloudError(f"disk '{disk_cid}' cannot be deleted: {exc.message}") from None
+            raise
+        if response.status_code == 404:
+            log.info("disk %s not found: nothing to delete", disk_cid)
+            return
+        self._wait(disk_cid, "be deleted", lambda v: False, gone_ok=True)
+        log.info("deleted volume %s", disk_cid)
+
+    def exists(self, disk_cid: str) -> bool:
+        volume = self.volume(disk_cid)
+        return volume is not None and volume.get("status") != "deleted"
+
+    # ------------------------------------------------------------ size
+
+    def resize(self, disk_cid: str, new_size: int) -> None:
+        volume = self.require(disk_cid)
+        current, wanted = int(volume["size"]), gib(new_size)
+        if wanted == current:
+            log.info("disk %s is already %d GiB", disk_cid, current)
+            return
+        if wanted < current:
+            raise NotSupported(f"disk '{disk_cid}' cannot shrink from {current} GiB to {wanted} GiB")
+        attached = volume.get("status") == "in-use"
+        self.api.post(SERVICE, f"/volumes/{disk_cid}/action", {"os-extend": {"new_size": wanted}},
+                      microversion=VOLUME_EXTEND_IN_USE_MICROVERSION if attached else None)
+        self._wait(disk_cid, f"grow to {wanted} GiB",
+                   lambda v: int(v["size"]) == wanted and v["status"] in ("available", "in-use"))
+        log.info("grew disk %s from %d to %d GiB", disk_cid, current, wanted)
+
+    # ------------------------------------------------------------ attach / detach
+
+    def attach(self, vm_cid: str, disk_cid: str) -> str:
+        """Attach at the first free letter. Nova knows the letters of the flavor's ephemeral
+        and swap disks and of attaches running at the same time: it refuses those (409) and
+        the next letter is tried, so no server lookup is needed up front."""
+        attachments = self.vms.attachments(vm_cid)
+        for attachment in attachments:
+            if attachment.get("volumeId") == disk_cid:
+                hint = _hint(attachment.get("device"))
+                log.info("disk %s is already attached to %s as %s", disk_cid, vm_cid, hint)
+                return hint
+        taken = {_letter(a.get("device")) for a in attachments}
+        for _attempt in range(ATTACH_ATTEMPTS):
+            device = self._free_device(vm_cid, taken)
+            try:
+                response = self.api.post(
+                    "compute", f"/servers/{vm_cid}/os-volume_attachments",
+                    {"volumeAttachment": {"volumeId": disk_cid, "device": device}},
+                    also=self._held_by_departing_server(disk_cid), budget=self.properties.state_timeout,
+                )
+            except errors.ApiError as exc:
+                if exc.status == 404:
+                    if exc.mentions("volume"):
+                        raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False) from None
+                    raise VMNotFound(f"VM '{vm_cid}' not found") from None
+                if exc.status == 409 and exc.mentions("device path"):
+                    log.info("device %s of %s is taken (a flavor disk, or an attach meanwhile); trying the next",
+                             device, vm_cid)
+                    taken.add(_letter(device))
+                    continue
+                if exc.status in (400, 409):
+                    volume = self.volume(disk_cid)
+                    if volume is None:  # e.g. Nova refusing an ID that is not a UUID
+                        raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False) from None
+                    if _attached_to(volume, vm_cid):  # attached there meanwhile, by another call
+                        return self._existing_hint(vm_cid, disk_cid)
+                    raise CloudError(f"cannot attach disk '{disk_cid}' to VM '{vm_cid}': {exc.message}"
+                                     f"{_holder_note(volume, vm_cid)}") from None
+                raise
+            recorded = ((response or {}).get("volumeAttachment") or {}).get("device") or device
+            self._wait(disk_cid, f"attach to {vm_cid}", lambda v: v["status"] == "in-use" and _attached_to(v, vm_cid))
+            hint = _hint(recorded)
+            log.info("attached %s to %s as %s", disk_cid, vm_cid, hint)
+            return hint
+        raise CloudError(f"cannot attach disk '{disk_cid}' to VM '{vm_cid}': no free device after {ATTACH_ATTEMPTS} tries")
+
+    def _existing_hint(self, vm_cid: str, disk_cid: str) -> str:
+        self._wait(disk_cid, f"attach to {vm_cid}", lambda v: v["status"] == "in-use" and _attached_to(v, vm_cid))
+        for attachment in self.vms.attachments(vm_cid):
+            if attachment.get("volumeId") == disk_cid:
+                return _hint(attachment.get("device"))
+        raise CloudError(f"disk '{disk_cid}' is attached to VM '{vm_cid}' but Nova lists no attachment for it")
+
+    def _free_device(self, vm_cid: str, taken: set[str | None]) -> str:
+        """The first letter from b that is not taken; a config drive attached as a disk
+        takes b (it is no Nova block device, so Nova would not refuse that letter)."""
+        skip = 1 if self.properties.config_drive == "disk" else 0
+        for letter in LETTERS[skip:]:
+            if letter not in taken:
+                return f"/dev/sd{letter}"
+        raise CloudError(f"VM '{vm_cid}' has no free device for another disk (all of /dev/sdb..sdz are taken)")
+
+    def _held_by_departing_server(self, disk_cid: str):
+        """An attach refused because the volume is not available yet is retried while it is
+        still detaching from a server that is going away."""
+
+        def transient(exc: errors.ApiError) -> bool:
+            if exc.status not in (400, 409) or exc.mentions("device path"):
+                return False
+            volume = self.volume(disk_cid)
+            if volume is None:
+                return False
+            if volume.get("status") in ("detaching", "available"):
+                return True
+            if volume.get("status") == "in-use":
+                holders = [a.get("server_id") for a in volume.get("attachments", [])]
+                departing = [h for h in holders if h and not self.vms.exists(h)]
+                if departing and len(departing) == len(holders):
+                    log.info("disk %s is still held by %s, which is going away; waiting", disk_cid, ", ".join(departing))
+                    return True
+            return False
+
+        return transient
+
+    def detach(self, vm_cid: str, disk_cid: str) -> None:
+        response = self.api.request("compute", "DELETE",
+                                    f"/servers/{_quote(vm_cid)}/os-volume_attachments/{_quote(disk_cid)}", ok=(404,))
+        if response.status_code == 404:
+            volume = self.volume(disk_cid)
+            if volume is None:
+                log.info("disk %s not found: nothing to detach", disk_cid)
+                return
+            self.vms.require(vm_cid)
+            raise DiskNotAttached(f"disk '{disk_cid}' is not attached to VM '{vm_cid}'")
+        self._wait(disk_cid, f"detach from {vm_cid}",
+                   lambda v: not _attached_to(v, vm_cid) and v["status"] != "detaching", gone_ok=True)
+        log.info("detached %s from %s", disk_cid, vm_cid)
+
+    # ------------------------------------------------------------ metadata and snapshots
+
+    def set_metadata(self, disk_cid: str, metadata: dict[str, str]) -> None:
+        wanted = tags.clean(metadata)
+        if not wanted:
+            self.require(disk_cid)
+            return
+        response = self.api.request(SERVICE, "POST", f"/volumes/{_quote(disk_cid)}/metadata",
+                                    json={"metadata": wanted}, ok=(404,))
+        if response.status_code == 404:
+            raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
+
+    def snapshot(self, disk_cid: str, metadata: dict[str, Any]) -> str:
+        """A snapshot named after the deployment, job, index (and the device, when attached),
+        with the director's metadata; waited on until `available`."""
+        volume = self.require(disk_cid)
+        attachment = (volume.get("attachments") or [{}])[0]
+        device = attachment.get("device")
+        parts = [metadata.get("deployment"), metadata.get("job"), metadata.get("index")]
+        if device:
+            parts.append(device.rsplit("/", 1)[-1])
+        description = "/".join(str(p) for p in parts if p not in (None, ""))
+        wanted = tags.clean({k: v for k, v in metadata.items() if v is not None})
+        if device:
+            wanted["device"] = device
+        body = {"snapshot": {
+            "volume_id": disk_cid,
+            "force": True,  # a snapshot of an attached volume
+            "name": f"snapshot-{uuid.uuid4()}",
+            "description": description or f"snapshot of {disk_cid}",
+            "metadata": wanted,
+        }}
+        try:
+            snapshot = self.api.post(SERVICE, "/snapshots", body)["snapshot"]
+        except errors.ApiError as exc:
+            if exc.status == 404:
+                raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False) from None
+            raise
+        snapshot_cid = snapshot["id"]
+        self._wait_snapshot(snapshot_cid, "be available", lambda s: s["status"] == "available")
+        log.info("snapshot %s of %s: %s", snapshot_cid, disk_cid, body["snapshot"]["description"])
+        return snapshot_cid
+
+    def delete_snapshot(self, snapshot_cid: str) -> None:
+        response = self.api.request(SERVICE, "DELETE", f"/snapshots/{_quote(snapshot_cid)}", ok=(404,))
+        if response.status_code == 404:
+            log.info("snapshot %s not found: nothing to delete", snapshot_cid)
+            return
+        self._wait_snapshot(snapshot_cid, "be deleted", lambda s: False, gone_ok=True)
+        log.info("deleted snapshot %s", snapshot_cid)
+
+    def _wait_snapshot(self, snapshot_cid: str, what: str, done, *, gone_ok: bool = False) -> None:
+        def check() -> waits.Check:
+            response = self.api.request(SERVICE, "GET", f"/snapshots/{snapshot_cid}", ok=(404,))
+            if response.status_code == 404:
+                if gone_ok:
+                    return waits.Check(True, "deleted")
+                raise CloudError(f"snapshot {snapshot_cid} disappeared")
+            snapshot = response.json()["snapshot"]
+            status = snapshot.get("status", "unknown")
+            if status.startswith("error"):
+                raise CloudError(f"snapshot {snapshot_cid} went {status} while waiting for it to {what}")
+            return waits.Check(done(snapshot), status)
+
+        waits.until(check, what=f"snapshot {snapshot_cid} to {what}", timeout=self.properties.state_timeout,
+                    cap=self.properties.wait_resource_poll_interval)
+
+
+def _letter(device: str | None) -> str | None:
+    if not device:
+        return None
+    name = device.rsplit("/", 1)[-1].rstrip("0123456789")
+    return name[-1] if name else None
+
+
+def _hint(device: str | None) -> str:
+    """`/dev/sdX` for the letter Nova recorded (it says vdX or xvdX under some hypervisors)."""
+    letter = _letter(device)
+    if not letter:
+        raise CloudError(f"Nova recorded no usable device name ({device!r}) for the attachment")
+    return f"/dev/sd{letter}"
+
+
+def _holder_note(volume: dict[str, Any], vm_cid: str) -> str:
+    holders = [a.get("server_id") for a in volume.get("attachments", []) if a.get("server_id") != vm_cid]
+    if holders:
+        return f" (it is attached to {', '.join(holders)}; detach it there first)"
+    return f" (volume status {volume.get('status')})"
+
+
+def _attached_to(volume: dict[str, Any], vm_cid: str) -> bool:
+    return any(a.get("server_id") == vm_cid for a in volume.get("attachments") or [])

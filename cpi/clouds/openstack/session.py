@@ -1,0 +1,316 @@
+"""The OpenStack APIs of one CPI call: built on first use, every request retried and counted.
+
+Start-up is on the hot path (one process per call), so keystoneauth1 and openstacksdk are
+imported here, inside functions, only when a method needs OpenStack. The openstacksdk
+`Connection` is built from cpi.json alone (no clouds.yaml, no OS_* variables: bosh-cli runs
+the CPI with the operator's whole environment) around one keystoneauth session, so a call
+authenticates once and reuses that token for every request (and, with `token_cache`, the
+next calls reuse it too: tokens.py).
+
+Requests go through the connection's per-service REST proxies (paths relative to each
+service's versioned endpoint) with an explicit microversion, so each BOSH method costs a
+known, small number of requests (counted and logged per call); the SDK's and keystoneauth's
+own retries are off and cpi.retry does the retrying, by time budget, honouring Retry-After,
+with a log line per wait. Cost of the SDK: importing it takes about 0.24 s of every call.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cpi import retry
+
+from . import errors
+from .props import OpenStackProperties
+
+log = logging.getLogger("cpi.clouds.openstack")
+
+APP_NAME = "bosh-python-cpi"
+#: Nova microversion: `networks` explicit on create (2.37, "auto" when Nova makes the port),
+#: the flavor's sizes shown in the server (2.47). Nova has served it since Pike (2017).
+COMPUTE_MICROVERSION = "2.47"
+#: Cinder 3.42 extends attached volumes; the rest of the calls work from 3.0.
+VOLUME_EXTEND_IN_USE_MICROVERSION = "3.42"
+
+#: the catalog service types this CPI talks to, as keystoneauth (os-service-types) knows them
+SERVICES = ("compute", "network", "image", "block-storage", "load-balancer")
+
+
+class OpenStack:
+    """`request(service, method, path, ...)` sends one API request through cpi.retry and
+    returns the `requests.Response`; an error status raises errors.ApiError (callers
+    translate the statuses they expect, the cloud boundary the rest)."""
+
+    def __init__(self, properties: OpenStackProperties):
+        self.properties = properties
+        self._urls: list[str] = []
+        self._lock = threading.Lock()
+        self._connection = None
+        self._session = None
+        self._adapters: dict[str, Any] = {}
+        self._endpoints: dict[str, str] = {}
+        self._authenticated = False
+        self._tokens = None
+        if properties.token_cache:
+            from .tokens import TokenCache, default_directory
+
+            directory = Path(properties.token_cache_dir) if properties.token_cache_dir else default_directory()
+            self._tokens = TokenCache(directory, properties)
+
+    # ------------------------------------------------------------ connection
+
+    def _verify(self) -> bool | str:
+        p = self.properties
+        if not p.ssl_verify:
+            import urllib3
+
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # said once, here
+            log.warning("ssl_verify is false: the OpenStack APIs' TLS certificates are not checked")
+            return False
+        if not p.ca_cert:
+            return True
+        if "-----BEGIN" not in p.ca_cert:
+            return p.ca_cert  # a path
+        fd, path = tempfile.mkstemp(prefix="cpi-openstack-ca-", suffix=".pem")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(p.ca_cert if p.ca_cert.endswith("\n") else p.ca_cert + "\n")
+        atexit.register(_remove, path)
+        return path
+
+    def _auth_plugin(self):
+        from keystoneauth1.identity import v3
+
+        p = self.properties
+        if p.application_credential_id:
+            return v3.ApplicationCredential(
+                auth_url=p.auth_url,
+                application_credential_id=p.application_credential_id,
+                application_credential_secret=p.application_credential_secret.get_secret_value(),
+            )
+        scope: dict[str, Any] = {"project_id": p.project_id} if p.project_id else {
+            "project_name": p.project, "project_domain_name": p.project_domain_name or p.domain,
+        }
+        return v3.Password(
+            auth_url=p.auth_url,
+            username=p.username,
+            password=p.api_key.get_secret_value(),
+            user_domain_name=p.user_domain_name or p.domain,
+            **scope,
+        )
+
+    def session(self):
+        """The keystoneauth session (one token for the whole call)."""
+        if self._session is None:
+            import requests
+            from keystoneauth1 import session as ksa_session
+
+            http = requests.Session()
+            http.hooks["response"].append(self._count)
+            self._session = ksa_session.Session(
+                auth=self._auth_plugin(),
+                session=http,
+                verify=self._verify(),
+                timeout=self.properties.read_timeout,  # the token request; the others get both below
+                app_name=APP_NAME,
+            )
+        return self._session
+
+    @property
+    def connection(self):
+        """The openstacksdk Connection, built from cpi.json around `session()`: no
+        clouds.yaml, no OS_* variables, the SDK's own retries off (cpi.retry retries)."""
+        if self._connection is None:
+            from openstack import connection
+
+            overrides = {}
+            for service, url in self.properties.endpoint_overrides.items():
+                if service in ("network", "load-balancer") and not url.rstrip("/").endswith("/v2.0"):
+                    url = url.rstrip("/") + "/v2.0"  # the SDK adds it to catalog URLs, not to overrides
+                overrides[f"{service.replace('-', '_')}_endpoint_override"] = url
+            no_retries = {f"{service.replace('-', '_')}_status_code_retries": 0 for service in SERVICES}
+            self._connection = connection.Connection(
+                session=self.session(),
+                region_name=self.properties.region,
+                interface=self.properties.interface,
+                app_name=APP_NAME,
+                connect_retries=0,
+                status_code_retries=0,
+                **no_retries,
+                **overrides,
+            )
+        return self._connection
+
+    def _count(self, response, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            self._urls.append(response.request.url or "")
+
+    @property
+    def requests(self) -> collections.Counter[str]:
+        """Requests sent so far, by service (labelled by endpoint, version discovery included)."""
+        with self._lock:
+            urls = list(self._urls)
+            bases = {**self._endpoints, "identity": _origin(self.properties.auth_url)}
+        counts: collections.Counter[str] = collections.Counter()
+        for url in urls:
+            matching = [(len(base), service) for service, base in bases.items() if url.startswith(base)]
+            counts[max(matching)[1] if matching else "other"] += 1
+        return counts
+
+    def adapter(self, service: str):
+        """The Connection's REST proxy of one service (paths relative to its versioned
+        endpoint): the catalog endpoint of the configured region and interface, or the
+        endpoint_overrides entry."""
+        with self._lock:
+            adapter = self._adapters.get(service)
+        if adapter is not None:
+            return adapter
+        conn = self.connection
+        adapter = self._call_with_retry(lambda: getattr(conn, service.replace("-", "_")), f"{service} endpoint",
+                                        idempotent=True, budget=min(60.0, self.properties.retry_budget_seconds))
+        endpoint = getattr(adapter, "endpoint_override", None) or adapter.get_endpoint()
+        if not endpoint or type(adapter).__name__ == "_ServiceDisabledProxyShim":
+            from keystoneauth1 import exceptions as ksa
+
+            raise ksa.EndpointNotFound(
+                f"the service catalog has no '{service}' endpoint for interface {self.properties.interface}"
+                + (f" in region {self.properties.region}" if self.properties.region else "")
+            )
+        with self._lock:
+            self._endpoints[service] = _origin(endpoint)
+            self._adapters[service] = adapter
+        return adapter
+
+    def authenticate(self) -> None:
+        """Get the token (and catalog) now, so parallel requests share it; auth failures
+        surface here, with a short retry budget for an unreachable or busy Keystone."""
+        if self._authenticated:
+            return
+        session = self.session()
+        if self._tokens is not None and self._tokens.load(session.auth):
+            log.debug("using the kept token")
+        self._call_with_retry(lambda: session.get_token(), "keystone token", idempotent=True,
+                              budget=min(30.0, self.properties.retry_budget_seconds))
+        self._authenticated = True
+        self.keep_token()
+
+    def keep_token(self) -> None:
+        """Store the current token for the next call (token_cache), if it changed."""
+        if self._tokens is not None and self._session is not None:
+            self._tokens.save(self._session.auth)
+
+    @property
+    def project_id(self) -> str | None:
+        self.authenticate()
+        return self.session().get_project_id()
+
+    # ------------------------------------------------------------ requests
+
+    def _call_with_retry(self, fn: Callable[[], Any], what: str, *, idempotent: bool, budget: float | None = None,
+                         also: Callable[[errors.ApiError], bool] | None = None) -> Any:
+        return retry.call(
+            fn,
+            classify=errors.classifier(idempotent=idempotent, also=also),
+            what=what,
+            budget=self.properties.retry_budget_seconds if budget is None else budget,
+            max_attempts=self.properties.max_retries + 1,
+        )
+
+    def request(self, service: str, method: str, path: str, *, json: Any = None, data: Any = None,
+                headers: dict[str, str] | None = None, microversion: str | None = None,
+                idempotent: bool | None = None, budget: float | None = None,
+                also: Callable[[errors.ApiError], bool] | None = None, ok: tuple[int, ...] = ()) -> Any:
+        """Send one request; statuses below 400 and those in `ok` are returned, others raise
+        ApiError. `data` may be a callable returning a fresh body for each attempt (uploads).
+        idempotent (default: every method but POST) decides whether timeouts and 5xx other
+        than 503 are retried; `also` marks further errors as transient for this request."""
+        self.authenticate()
+        adapter = self.adapter(service)
+        if microversion is None and service == "compute":
+            microversion = COMPUTE_MICROVERSION
+        if idempotent is None:
+            idempotent = method != "POST"
+
+        def send():
+            kwargs: dict[str, Any] = {"headers": dict(headers or {}),
+                                      "timeout": (self.properties.connect_timeout, self.properties.read_timeout)}
+            if json is not None:
+                kwargs["json"] = json
+            if data is not None:
+                kwargs["data"] = data() if callable(data) else data
+            if microversion:
+                kwargs["microversion"] = microversion
+            kwargs["headers"].setdefault("Accept", "application/json")
+            started = time.monotonic()
+            response = adapter.request(path, method, **kwargs)
+            log.debug("%s %s %s → %d in %.3fs", service, method, _path_only(path), response.status_code,
+                      time.monotonic() - started)
+            if response.status_code >= 400 and response.status_code not in ok:
+                raise errors.from_response(service, method, _path_only(path), response)
+            return response
+
+        return self._call_with_retry(send, f"{service} {method} {_path_only(path)}", idempotent=idempotent,
+                                     budget=budget, also=also)
+
+    def get(self, service: str, path: str, **kwargs: Any) -> Any:
+        return _json(self.request(service, "GET", path, **kwargs))
+
+    def post(self, service: str, path: str, body: Any, **kwargs: Any) -> Any:
+        return _json(self.request(service, "POST", path, json=body, **kwargs))
+
+    def put(self, service: str, path: str, body: Any, **kwargs: Any) -> Any:
+        return _json(self.request(service, "PUT", path, json=body, **kwargs))
+
+    def delete(self, service: str, path: str, **kwargs: Any) -> Any:
+        return self.request(service, "DELETE", path, **kwargs)
+
+    def summary(self) -> str:
+        total = sum(self.requests.values())
+        detail = ", ".join(f"{service} {n}" for service, n in sorted(self.requests.items()))
+        return f"{total} OpenStack request{'s' if total != 1 else ''}" + (f" ({detail})" if detail else "")
+
+    def describe_identity(self) -> str:
+        return self.properties.describe_identity()
+
+
+def _json(response: Any) -> Any:
+    if response.status_code == 204 or not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _path_only(path: str) -> str:
+    return path.split("?", 1)[0]
+
+
+def _origin(url: str) -> str:
+    """An endpoint without its version and what follows (`http://h:8776/v3/<project>` →
+    `http://h:8776`, `https://cloud/volume/v3` → `https://cloud/volume`): what the request
+    counter matches, version discovery requests included."""
+    head, _, path = url.partition("://")
+    host, _, rest = path.partition("/")
+    kept = []
+    for segment in rest.split("/"):
+        if not segment or re.fullmatch(r"v\d+(\.\d+)?", segment):
+            break
+        kept.append(segment)
+    return f"{head}://{host}" + "".join(f"/{s}" for s in kept)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return

@@ -1,0 +1,162 @@
+"""Throttling and outages through a fault proxy in front of Nova and Cinder
+(tests/openstack/proxy.py), and auth failures: the CPI waits as long as Retry-After says,
+logs each wait, gives up with a clear error when the budget is spent, and never shows a
+secret."""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.parse
+
+import pytest
+
+from tests.openstack.proxy import FaultProxy
+
+
+def error_of(response):
+    assert response.error is not None, f"expected an error, got result {response.doc['result']!r}"
+    return response.error
+
+
+def _split(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}", parts.path
+
+
+@pytest.fixture(scope="module")
+def endpoints(env):
+    if env.get("real"):
+        pytest.skip("fault injection runs against the loopback services only")
+    return {service: _split(url) for service, url in env["endpoints"].items()}
+
+
+@pytest.fixture
+def nova_proxy(endpoints):
+    upstream, _ = endpoints["compute"]
+    with FaultProxy(upstream) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def cinder_proxy(endpoints):
+    upstream, _ = endpoints["volumev3"]
+    with FaultProxy(upstream) as proxy:
+        yield proxy
+
+
+def through(proxy, endpoints, service: str) -> str:
+    _, path = endpoints[service]
+    return proxy.url + path
+
+
+def test_429_with_retry_after_on_server_create_is_waited_out(cloud, cpi_with, stemcell, nova_proxy, endpoints):
+    cpi = cpi_with(endpoint_overrides={"compute": through(nova_proxy, endpoints, "compute")})
+    nova_proxy.inject("POST", r"/servers$", 429, headers={"Retry-After": "1"},
+                      body={"overLimit": {"code": 429, "message": "Too many requests"}}, times=2)
+    started = time.monotonic()
+    response = cpi.call("create_vm", "agent-429", stemcell, cloud.vm_cloud_properties(), cloud.manual_network(80), [], {})
+    vm_cid = response.result[0]
+    try:
+        assert time.monotonic() - started >= 2.0, "each Retry-After: 1 must be honoured"
+        assert nova_proxy.count("POST", r"/servers$", 429) == 2
+        assert nova_proxy.count("POST", r"/servers$", 202) == 1
+        waits = re.findall(r"compute POST /servers throttled \(429 overLimit\); attempt \d failed, retrying in ([\d.]+)s",
+                           response.log)
+        assert len(waits) == 2 and all(float(w) >= 1.0 for w in waits), response.log
+        assert len(cloud.client.get("compute", f"/servers?name=^{cloud.client.server(vm_cid)['name']}$")["servers"]) == 1
+    finally:
+        cpi("delete_vm", vm_cid)
+
+
+def test_413_over_limit_with_retry_after_and_503_on_volume_create(cloud, cpi_with, cinder_proxy, endpoints):
+    cpi = cpi_with(endpoint_overrides={"block-storage": through(cinder_proxy, endpoints, "volumev3")})
+    cinder_proxy.inject("POST", r"/volumes$", 413, headers={"Retry-After": "1"},
+                        body={"overLimit": {"code": 413, "message": "This request was rate-limited.", "retryAfter": "1"}})
+    cinder_proxy.inject("POST", r"/volumes$", 503, times=1)
+    cinder_proxy.inject("GET", r"/volumes/[^/]+$", 503, times=2)
+    response = cpi.call("create_disk", 1024, {}, None)
+    disk_cid = response.result
+    try:
+        assert cinder_proxy.count("POST", r"/volumes$") == 3
+        assert "block-storage POST /volumes throttled (413 overLimit)" in response.log
+        assert "block-storage POST /volumes transient (503 Service Unavailable)" in response.log
+        assert f"block-storage GET /volumes/{disk_cid}" in response.log
+        assert cloud.client.volume(disk_cid)["status"] == "available"
+    finally:
+        cpi("delete_disk", disk_cid)
+
+
+def test_413_without_retry_after_is_a_limit_not_throttling(cloud, cpi_with, cinder_proxy, endpoints):
+    cpi = cpi_with(endpoint_overrides={"block-storage": through(cinder_proxy, endpoints, "volumev3")})
+    cinder_proxy.inject("POST", r"/volumes$", 413, times=None,
+                        body={"overLimit": {"code": 413, "message": "VolumeSizeExceedsAvailableQuota: requested 2G"}})
+    before = cloud.leftovers()
+    err = error_of(cpi.call("create_disk", 2048, {}, None))
+    assert err["type"] == "Bosh::Clouds::CloudError" and "VolumeSizeExceedsAvailableQuota" in err["message"]
+    assert cinder_proxy.count("POST", r"/volumes$") == 1  # a quota, not throttling: no retry
+    assert cloud.leftovers() == before
+
+
+def test_persistent_503_gives_up_within_the_budget_with_a_clear_error(cpi_with, nova_proxy, endpoints):
+    cpi = cpi_with(endpoint_overrides={"compute": through(nova_proxy, endpoints, "compute")})
+    nova_proxy.inject("GET", r"/servers/", 503, times=None)
+    started = time.monotonic()
+    response = cpi.call("has_vm", "00000000-0000-0000-0000-000000000001", context={"retry_budget_seconds": 3})
+    elapsed = time.monotonic() - started
+    err = error_of(response)
+    assert err["type"] == "Bosh::Clouds::CloudError" and err["ok_to_retry"] is True
+    assert "503" in err["message"] and "retry_budget_seconds" in err["message"]
+    assert nova_proxy.count("GET", r"/servers/") >= 2
+    assert elapsed < 15, "the context's retry_budget_seconds must bound the retries"
+    assert "giving up" in response.log
+
+
+def test_wrong_password_is_a_clear_error_without_the_secret(cloud, cpi_with):
+    wrong = "Wr0ng-pa55word-for-test"
+    cpi = cpi_with(api_key=wrong)
+    response = cpi.call("has_vm", "00000000-0000-0000-0000-000000000001")
+    err = error_of(response)
+    assert err["type"] == "Bosh::Clouds::CloudError"
+    assert f"refused the credentials of user '{cloud.env['username']}'" in err["message"]
+    assert wrong not in response.raw and wrong not in response.stderr
+
+
+def test_secrets_never_reach_log_or_result(cloud, cpi, stemcell):
+    response = cpi.call("has_vm", "00000000-0000-0000-0000-000000000002")
+    assert response.result is False
+    assert "OpenStack request" in response.log
+    assert cloud.env["password"] not in response.raw and cloud.env["password"] not in response.stderr
+    assert "X-Auth-Token" not in response.stderr and "gAAAA" not in response.stderr  # fernet tokens
+
+
+def test_unreachable_keystone_fails_fast_with_a_clear_error(cpi_with):
+    cpi = cpi_with(auth_url="http://127.0.0.1:9/v3", retry_budget_seconds=2)
+    started = time.monotonic()
+    err = error_of(cpi.call("has_vm", "x"))
+    assert time.monotonic() - started < 20
+    assert err["type"] == "Bosh::Clouds::CloudError" and "cannot reach OpenStack" in err["message"]
+
+
+def test_application_credential_and_project_id_auth(cloud, cpi_with):
+    """Both other ways to authenticate: an application credential (it carries its project),
+    and a password scoped by project ID instead of names."""
+    user_id = cloud.client.session.get_user_id()
+    name = f"cpi-test-{time.monotonic_ns()}"
+    created = cloud.client.request("identity", "POST", f"/users/{user_id}/application_credentials",
+                                   json={"application_credential": {"name": name}})["application_credential"]
+    try:
+        cpi = cpi_with(username=None, api_key=None, project=None, user_domain_name=None, project_domain_name=None,
+                       application_credential_id=created["id"], application_credential_secret=created["secret"])
+        response = cpi.call("has_vm", "00000000-0000-0000-0000-000000000003")
+        assert response.result is False
+        assert created["secret"] not in response.raw and created["secret"] not in response.stderr
+        wrong = cpi_with(username=None, api_key=None, project=None, user_domain_name=None, project_domain_name=None,
+                         application_credential_id=created["id"], application_credential_secret="not-the-secret")
+        err = error_of(wrong.call("has_vm", "x"))
+        assert f"refused the credentials of application credential {created['id']}" in err["message"]
+    finally:
+        cloud.client.request("identity", "DELETE", f"/users/{user_id}/application_credentials/{created['id']}",
+                             ok=(204, 404))
+    by_id = cpi_with(project=None, project_domain_name=None, project_id=cloud.client.session.get_project_id())
+    assert by_id("has_vm", "00000000-0000-0000-0000-000000000004") is False
