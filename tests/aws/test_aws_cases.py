@@ -83,10 +83,13 @@ def test_create_vm_makes_one_instance_with_everything_in_one_request(vm_with_vip
     assert found["PrivateIpAddress"] == networks["default"]["ip"]
     assert found["SubnetId"] == account.subnet_id
     assert found["KeyName"] == account.key_name  # default_key_name
-    # create-time tags: env.bosh.tags under vm_type tags, on instance, volumes and interface
-    assert tags_of(found) == {"team": "vm-type-wins", "cost-center": "42"}
+    # create-time tags: env.bosh.tags under vm_type tags, on instance, volumes and interface,
+    # plus where the VM came from (so a create_vm killed mid-way leaves findable resources)
+    expected = {"team": "vm-type-wins", "cost-center": "42", "agent_id": "agent-vip",
+                "director_uuid": "director-uuid-1"}
+    assert tags_of(found) == expected
     for volume in root_and_ephemeral(ec2, vm_cid):
-        assert tags_of(volume) == {"team": "vm-type-wins", "cost-center": "42"}
+        assert tags_of(volume) == expected
     devices = {m["DeviceName"] for m in found["BlockDeviceMappings"]}
     # the AMI's root device (moto's RegisterImage always says /dev/sda1) and the ephemeral disk
     assert devices == {root_device(ec2, account.ami_id), "/dev/sdb"}
