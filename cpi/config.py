@@ -82,6 +82,7 @@ class Config:
     """The validated configuration of one call."""
 
     plugin: str
+    cloud_class: type  # the selected cpi.clouds.base.Cloud subclass
     properties: BaseModel  # the plugin's own Properties model
     agent: AgentConfig
     debug: DebugConfig
@@ -137,4 +138,5 @@ def build(raw: dict, context: dict | None = None) -> Config:
         throttle = ThrottleConfig.model_validate(file.cloud.properties.get("throttle") or {})
     except ValidationError as exc:
         raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.throttle')}") from None
-    return Config(plugin=plugin, properties=properties, agent=agent, debug=debug, throttle=throttle, raw=raw)
+    return Config(plugin=plugin, cloud_class=cloud_class, properties=properties, agent=agent, debug=debug,
+                  throttle=throttle, raw=raw)

@@ -71,7 +71,6 @@ def _json_kind(value: Any) -> str:
 def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
     """Everything between the bytes read and the result; raises the cpi.errors types."""
     from cpi import api, backoff, config
-    from cpi.clouds import load_cloud
     from cpi.models import CallContext
 
     raw_config = config.read_file(config_path)
@@ -93,7 +92,7 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
         api_version=api_version,
         context=context,
         config=cfg,
-        cloud_class=load_cloud(cfg.plugin),
+        cloud_class=cfg.cloud_class,
     )
     return api.dispatch(call, request.arguments)
 
