@@ -410,3 +410,34 @@ def test_rendered_files_modes_follow_create_env(ruby, tmp_path):
     # create-env chmods bin/* executable; nothing else in the job needs a mode.
     root = install(tmp_path, ruby, {"cloud": {"plugin": "local"}})
     assert (root / "jobs/cpi/bin/cpi").stat().st_mode & stat.S_IXUSR
+
+
+THROTTLE_SAMPLES = {"enabled": False, "state_dir": "/var/vcap/data/cpi/throttle", "max_rate": 8.0, "min_rate": 0.5,
+                    "burst": 4.0, "decrease": 0.5, "increase": 0.1, "forget_after": 60.0}
+
+
+def test_throttle_properties_match_the_shared_backoff_model():
+    from cpi.backoff import ThrottleConfig
+
+    spec = job_spec()["properties"]
+    keys = {name.split(".", 1)[1] for name in spec if name.startswith("throttle.")}
+    assert keys == set(ThrottleConfig.model_fields) == set(THROTTLE_SAMPLES)
+    for key, field in ThrottleConfig.model_fields.items():
+        # no spec defaults (the model applies them), but the description says what they are
+        assert "default" not in spec[f"throttle.{key}"]
+        if isinstance(field.default, float):
+            assert f"Unset - {field.default:g}." in spec[f"throttle.{key}"]["description"], key
+
+
+def test_throttle_is_rendered_only_when_set_and_the_cpi_accepts_it(cpi_json, tmp_path):
+    from cpi import config
+
+    unset = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}})
+    assert "throttle" not in unset["cloud"]["properties"]
+    rendered = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)},
+                         "throttle": THROTTLE_SAMPLES})
+    assert rendered["cloud"]["properties"]["throttle"] == THROTTLE_SAMPLES
+    built = config.build(rendered)
+    assert built.throttle.model_dump(mode="json") == THROTTLE_SAMPLES
+    partial = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}, "throttle": {"max_rate": 5}})
+    assert partial["cloud"]["properties"]["throttle"] == {"max_rate": 5}
