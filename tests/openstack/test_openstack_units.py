@@ -5,17 +5,19 @@ letters, metadata limits, adaptive waits, stemcell image reading."""
 from __future__ import annotations
 
 import io
+import itertools
 import tarfile
 import types
 
 import pytest
 from pydantic import ValidationError
 
-from cpi import retry
-from cpi.clouds.openstack import errors, flavors, networks, tags, waits
+from cpi import retry, waits
+from cpi.clouds.openstack import errors, flavors, networks, tags
 from cpi.clouds.openstack.disks import Disks, _hint
 from cpi.clouds.openstack.props import OpenStackProperties, VMCloudProperties, gib
 from cpi.clouds.openstack.stemcells import Stemcells, _RootImage
+from cpi.clouds.openstack.waits import poll_schedule
 from cpi.errors import CloudError, CpiError, VMCreationFailed
 from cpi.models import Network, VMResources
 
@@ -298,7 +300,10 @@ def test_metadata_is_stringified_and_truncated_to_255():
 # ---------------------------------------------------------------- waits
 
 
-def test_wait_polls_adaptively_and_times_out_naming_the_state():
+def test_waits_poll_adaptively_up_to_the_poll_interval_and_name_state_timeout():
+    schedule = poll_schedule(props(wait_resource_poll_interval=2.0))
+    assert list(itertools.islice(schedule.delays(), 7)) == [0.25, 0.375, 0.5625, 0.84375, 1.265625, 1.8984375, 2.0]
+    assert next(poll_schedule(props(wait_resource_poll_interval=0.1)).delays()) == 0.1  # never above the cap
     now = [0.0]
     slept: list[float] = []
 
@@ -308,12 +313,12 @@ def test_wait_polls_adaptively_and_times_out_naming_the_state():
 
     states = iter(["BUILD"] * 5 + ["ACTIVE"])
     result = waits.until(lambda: waits.Check((s := next(states)) == "ACTIVE", s, s), what="server x", timeout=60,
-                         cap=2.0, sleep=sleep, clock=lambda: now[0])
+                         schedule=schedule, setting="state_timeout", sleep=sleep, clock=lambda: now[0])
     assert result == "ACTIVE"
     assert slept[0] == 0.25 and slept == sorted(slept) and max(slept) <= 2.0
-    with pytest.raises(waits.WaitTimeout, match="still BUILD") as caught:
-        waits.until(lambda: waits.Check(False, "BUILD"), what="server y", timeout=5, cap=1.0, sleep=sleep,
-                    clock=lambda: now[0])
+    with pytest.raises(waits.WaitTimeout, match=r"\(state_timeout 5s\) waiting for server y \(still BUILD") as caught:
+        waits.until(lambda: waits.Check(False, "BUILD"), what="server y", timeout=5, setting="state_timeout",
+                    schedule=poll_schedule(props(wait_resource_poll_interval=1.0)), sleep=sleep, clock=lambda: now[0])
     assert caught.value.ok_to_retry
 
 

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from cpi import waits
 from cpi.errors import (
     CloudError,
     DiskNotAttached,
@@ -29,11 +30,14 @@ from cpi.errors import (
 from cpi.locks import locked
 from cpi.validation import parse
 
-from . import errors, lookups, tags, waits
+from . import errors, lookups, tags
 from .props import AwsProperties, DiskCloudProperties, gib
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")
+
+#: Volumes are created, attached, detached and modified in a second or a few.
+VOLUME_WAIT = waits.Schedule(first=0.25, factor=2.0, cap=3.0)
 
 DEVICE_LETTERS = "fghijklmnop"
 NVME_BY_ID = "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_"
@@ -188,7 +192,7 @@ class Disks:
             return waits.Check(state in ("optimizing", "completed"), state)
 
         waits.until(check, what=f"volume {disk_cid} modification", timeout=self.properties.volume_wait_timeout,
-                    schedule=waits.VOLUME)
+                    setting="volume_wait_timeout", schedule=VOLUME_WAIT)
 
     # ------------------------------------------------------------ attach / detach
 
@@ -311,7 +315,8 @@ class Disks:
             return waits.Check(state == ("attached" if attached else "detached"), state)
 
         what = f"volume {disk_cid} to {'attach to' if attached else 'detach from'} {vm_cid}"
-        waits.until(check, what=what, timeout=self.properties.volume_wait_timeout, schedule=waits.VOLUME)
+        waits.until(check, what=what, timeout=self.properties.volume_wait_timeout, setting="volume_wait_timeout",
+                    schedule=VOLUME_WAIT)
 
     def _requires_nvme(self, instance_type: str) -> bool:
         try:
@@ -409,7 +414,8 @@ class Disks:
                 raise CloudError(f"volume {disk_cid} went into state error")
             return waits.Check(state == state_wanted, state)
 
-        waits.until(check, what=what, timeout=self.properties.volume_wait_timeout, schedule=waits.VOLUME)
+        waits.until(check, what=what, timeout=self.properties.volume_wait_timeout, setting="volume_wait_timeout",
+                    schedule=VOLUME_WAIT)
 
 
 def _hint(device: str, disk_cid: str, nvme: bool) -> str:

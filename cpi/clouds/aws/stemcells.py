@@ -23,14 +23,18 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import IO, Any
 
+from cpi import waits
 from cpi.errors import CloudError
 from cpi.validation import parse
 
-from . import errors, lookups, tags, waits
+from . import errors, lookups, tags
 from .props import AwsProperties, StemcellCloudProperties, gib
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")
+
+#: Snapshots, images and copies take minutes.
+IMAGE_WAIT = waits.Schedule(first=1.0, factor=2.0, cap=15.0)
 
 #: EBS direct APIs write 512 KiB blocks, and only whole ones.
 BLOCK_SIZE = 512 * 1024
@@ -222,7 +226,7 @@ class Stemcells:
             return waits.Check(state == "completed", state)
 
         waits.until(check, what=f"snapshot {snapshot_id} to complete", timeout=self.properties.image_wait_timeout,
-                    schedule=waits.IMAGE, check_first=True)
+                    setting="image_wait_timeout", schedule=IMAGE_WAIT, check_first=True)
 
     def _wait_image(self, image_id: str) -> None:
         def check() -> waits.Check:
@@ -234,7 +238,7 @@ class Stemcells:
             return waits.Check(state == "available", state)
 
         waits.until(check, what=f"image {image_id} to be available", timeout=self.properties.image_wait_timeout,
-                    schedule=waits.IMAGE, check_first=True)
+                    setting="image_wait_timeout", schedule=IMAGE_WAIT, check_first=True)
 
     # ------------------------------------------------------------ delete
 

@@ -18,12 +18,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from cpi import agent_env, retry
+from cpi import agent_env, retry, waits
 from cpi.errors import BoshError, CloudError, VMCreationFailed
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import errors, ids, lookups, tags, waits
+from . import errors, ids, lookups, tags
 from .props import (
     AwsProperties,
     MetadataOptions,
@@ -35,6 +35,12 @@ from .props import (
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")
+
+#: Instances take 5-60 s to start and to terminate on EC2 (EC2-compatible clouds can be
+#: quicker): look at 0.25, 0.75, 1.75, 3.75, 7.75 s, then every 5 s, so the call returns
+#: at most 5 s after EC2 is done, for about one request per 5 s of waiting (botocore's
+#: `instance_running` waiter looks every 15 s).
+INSTANCE_WAIT = waits.Schedule(first=0.25, factor=2.0, cap=5.0)
 
 EPHEMERAL_DEVICE = "/dev/sdb"
 DEFAULT_EPHEMERAL_GIB = 10
@@ -373,7 +379,7 @@ class Vms:
             )
 
         waits.until(check, what=f"instance {vm_cid} to be running", timeout=self.properties.vm_wait_timeout,
-                    schedule=waits.INSTANCE)
+                    setting="vm_wait_timeout", schedule=INSTANCE_WAIT)
 
     def _associate_elastic_ip(self, vm_cid: str, plan: NetworkPlan) -> None:
         ip = plan.vip.ip
@@ -460,7 +466,7 @@ class Vms:
             return waits.Check(False, found["State"]["Name"])
 
         waits.until(check, what=f"instance {vm_cid} to terminate", timeout=self.properties.vm_wait_timeout,
-                    schedule=waits.INSTANCE)
+                    setting="vm_wait_timeout", schedule=INSTANCE_WAIT)
 
     def exists(self, vm_cid: str) -> bool:
         return lookups.instance(self.aws, vm_cid, missing_ok=True) is not None

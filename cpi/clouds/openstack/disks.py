@@ -17,6 +17,7 @@ import string
 import uuid
 from typing import Any
 
+from cpi import waits
 from cpi.errors import (
     CloudError,
     DiskNotAttached,
@@ -26,10 +27,11 @@ from cpi.errors import (
 )
 from cpi.validation import parse
 
-from . import errors, tags, waits
+from . import errors, tags
 from .props import DiskCloudProperties, OpenStackProperties, gib
 from .session import VOLUME_EXTEND_IN_USE_MICROVERSION, OpenStack
 from .vms import Vms, _quote
+from .waits import poll_schedule
 
 log = logging.getLogger("cpi.clouds.openstack")
 
@@ -74,7 +76,7 @@ class Disks:
             return waits.Check(done(volume), status, volume)
 
         return waits.until(check, what=f"volume {disk_cid} to {what}", timeout=self.properties.state_timeout,
-                           cap=self.properties.wait_resource_poll_interval)
+                           setting="state_timeout", schedule=poll_schedule(self.properties))
 
     # ------------------------------------------------------------ create / delete
 
@@ -325,7 +327,7 @@ class Disks:
             return waits.Check(done(snapshot), status)
 
         waits.until(check, what=f"snapshot {snapshot_cid} to {what}", timeout=self.properties.state_timeout,
-                    cap=self.properties.wait_resource_poll_interval)
+                    setting="state_timeout", schedule=poll_schedule(self.properties))
 
 
 def _letter(device: str | None) -> str | None:

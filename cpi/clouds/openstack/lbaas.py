@@ -12,11 +12,13 @@ import logging
 import urllib.parse
 from typing import Any
 
+from cpi import waits
 from cpi.errors import CloudError, VMCreationFailed
 
-from . import errors, waits
+from . import errors
 from .props import LoadBalancerPool, OpenStackProperties
 from .session import OpenStack
+from .waits import poll_schedule
 
 log = logging.getLogger("cpi.clouds.openstack")
 
@@ -47,7 +49,7 @@ def _wait_active(api: OpenStack, properties: OpenStackProperties, loadbalancer_i
         return waits.Check(status == "ACTIVE", status)
 
     waits.until(check, what=f"load balancer {loadbalancer_id} to be ACTIVE", timeout=properties.state_timeout,
-                cap=properties.wait_resource_poll_interval)
+                setting="state_timeout", schedule=poll_schedule(properties))
 
 
 def add_member(api: OpenStack, properties: OpenStackProperties, pool_spec: LoadBalancerPool, address: str,

@@ -15,12 +15,14 @@ import tarfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from cpi import waits
 from cpi.errors import CloudError
 
-from . import errors, waits
+from . import errors
 from .props import OpenStackProperties, StemcellCloudProperties
 from .session import OpenStack
 from .vms import _quote
+from .waits import poll_schedule
 
 log = logging.getLogger("cpi.clouds.openstack")
 
@@ -140,7 +142,7 @@ class Stemcells:
             return waits.Check(status == "active", status)
 
         waits.until(check, what=f"image {image_id} to be active", timeout=self.properties.state_timeout,
-                    cap=self.properties.wait_resource_poll_interval, check_first=True)
+                    setting="state_timeout", schedule=poll_schedule(self.properties), check_first=True)
 
     # ------------------------------------------------------------ delete
 

@@ -21,14 +21,15 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cpi import agent_env
+from cpi import agent_env, waits
 from cpi.errors import BoshError, CloudError, VMCreationFailed, VMNotFound
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import errors, flavors, lbaas, networks, tags, waits
+from . import errors, flavors, lbaas, networks, tags
 from .props import OpenStackProperties, VMCloudProperties
 from .session import OpenStack
+from .waits import poll_schedule
 
 log = logging.getLogger("cpi.clouds.openstack")
 
@@ -277,7 +278,7 @@ class Vms:
             return waits.Check(False, f"{status} ({task})" if task else status)
 
         waits.until(check, what=f"server {vm_cid} to be ACTIVE", timeout=self.properties.state_timeout,
-                    cap=self.properties.wait_resource_poll_interval)
+                    setting="state_timeout", schedule=poll_schedule(self.properties))
 
     def _nova_port(self, vm_cid: str, planned: networks.PlannedNetwork) -> dict[str, Any]:
         ports = networks.server_ports(self.api, vm_cid)
@@ -357,7 +358,7 @@ class Vms:
             return waits.Check(False, f"{server.get('status')} ({task})" if task else server.get("status", "?"))
 
         waits.until(check, what=f"server {vm_cid} to be deleted", timeout=self.properties.state_timeout,
-                    cap=self.properties.wait_resource_poll_interval)
+                    setting="state_timeout", schedule=poll_schedule(self.properties))
         return True
 
     def delete(self, vm_cid: str) -> None:
@@ -401,7 +402,7 @@ class Vms:
             return waits.Check(status == "ACTIVE" and not task, f"{status} ({task})" if task else str(status))
 
         waits.until(check, what=f"server {vm_cid} to reboot", timeout=self.properties.state_timeout,
-                    cap=self.properties.wait_resource_poll_interval)
+                    setting="state_timeout", schedule=poll_schedule(self.properties))
 
     def set_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
         wanted = tags.clean(metadata)
