@@ -18,7 +18,7 @@ import pytest
 
 from tests.aws import moto_env
 from tests.aws.conftest import VM_PROPS
-from tests.aws.fault_proxy import FaultProxy
+from tests.faults.proxy import FaultProxy
 from tests.support.runner import Cpi
 
 ENV = {"bosh": {"group": "d-dep-ig", "groups": ["d", "dep"], "tags": {"team": "cpi", "cost-center": "42"},
@@ -344,16 +344,13 @@ def test_a_disk_held_by_a_live_vm_fails_fast(cpi, make_cpi, account, nitro_vm, x
     assert deleting.error["type"] == "Bosh::Clouds::CloudError" and "attached" in deleting.error["message"]
     # moto's AttachVolume takes a volume attached elsewhere without complaint; the proxy
     # answers VolumeInUse as EC2 does, and the CPI finds a live holder: no point waiting
-    proxy = FaultProxy(account.endpoint)
-    try:
+    with FaultProxy(account.endpoint) as proxy:
         proxied = make_cpi(ec2_endpoint=proxy.url, volume_in_use_timeout=60)
-        proxy.faults["AttachVolume"] = ("VolumeInUse", None)
+        proxy.inject(r"^AttachVolume$", "error", code="VolumeInUse", times=None)
         attaching = proxied.call("attach_disk", xen_vm, disk_cid)
         assert attaching.error["type"] == "Bosh::Clouds::CloudError"
         assert nitro_vm in attaching.error["message"] and "running" in attaching.error["message"]
-        assert proxy.seen["AttachVolume"] == 1
-    finally:
-        proxy.stop()
+        assert proxy.by_action["AttachVolume"] == 1
     cpi("detach_disk", nitro_vm, disk_cid)
     cpi("delete_disk", disk_cid)
 
@@ -361,16 +358,13 @@ def test_a_disk_held_by_a_live_vm_fails_fast(cpi, make_cpi, account, nitro_vm, x
 def test_attach_waits_while_the_old_vm_lets_go(cpi, make_cpi, account, xen_vm):
     """After its VM died, EC2 answers VolumeInUse for a while; attach_disk keeps trying."""
     disk_cid = cpi("create_disk", 1024, {}, xen_vm)
-    proxy = FaultProxy(account.endpoint)
-    try:
+    with FaultProxy(account.endpoint) as proxy:
         proxied = make_cpi(ec2_endpoint=proxy.url, volume_in_use_timeout=60)
-        proxy.faults["AttachVolume"] = ("VolumeInUse", 2)  # then the volume is free
+        proxy.inject(r"^AttachVolume$", "error", code="VolumeInUse", times=2)  # then the volume is free
         response = proxied.call("attach_disk", xen_vm, disk_cid)
         assert response.result == "/dev/sdf"
-        assert proxy.seen["AttachVolume"] == 3
+        assert proxy.by_action["AttachVolume"] == 3
         assert response.log.count("transient (VolumeInUse)") == 2
-    finally:
-        proxy.stop()
     cpi("detach_disk", xen_vm, disk_cid)
     cpi("delete_disk", disk_cid)
 
@@ -453,19 +447,16 @@ def test_heavy_stemcell_goes_through_ebs_direct_and_boots(cpi, tmp_path, account
 
 def test_a_failed_heavy_upload_deletes_its_snapshot(make_cpi, account, tmp_path, ec2):
     image, _ = _stemcell_image(tmp_path, {0: b"boot", 2: b"data"}, size=2 * 1024 * 1024)
-    proxy = FaultProxy(account.endpoint)
-    try:
+    with FaultProxy(account.endpoint) as proxy:
         cpi = make_cpi(ebs_endpoint=proxy.url, ec2_endpoint=proxy.url)
-        proxy.faults["PutSnapshotBlock"] = ("ValidationException", None)  # permanent: not retried
+        proxy.inject(r"^PutSnapshotBlock$", "error", code="ValidationException", times=None)  # permanent: not retried
         before = moto_env.inventory(ec2)["snapshots"]
         response = cpi.call("create_stemcell", str(image), {"name": "s", "version": "1"})
         assert response.error["type"] == "Bosh::Clouds::CloudError"
         assert "ValidationException" in response.error["message"]
-        assert proxy.seen["StartSnapshot"] == 1 and proxy.seen["CompleteSnapshot"] == 0
-        assert proxy.seen["DeleteSnapshot"] == 1
+        assert proxy.by_action["StartSnapshot"] == 1 and proxy.by_action["CompleteSnapshot"] == 0
+        assert proxy.by_action["DeleteSnapshot"] == 1
         assert moto_env.inventory(ec2)["snapshots"] == before
-    finally:
-        proxy.stop()
 
 
 def test_heavy_stemcell_without_root_img_is_an_error(cpi, tmp_path):
@@ -483,17 +474,16 @@ def test_heavy_stemcell_without_root_img_is_an_error(cpi, tmp_path):
 
 @pytest.fixture
 def proxy(account):
-    proxy = FaultProxy(account.endpoint)
-    yield proxy
-    proxy.stop()
+    with FaultProxy(account.endpoint) as proxy:
+        yield proxy
 
 
 def test_throttling_is_retried_and_logged(proxy, make_cpi):
     cpi = make_cpi(ec2_endpoint=proxy.url, retry_budget_seconds=60)
-    proxy.faults["DescribeInstances"] = ("RequestLimitExceeded", 3)
+    proxy.inject(r"^DescribeInstances$", "error", code="RequestLimitExceeded", times=3)
     response = cpi.call("has_vm", "i-0123456789abcdef0")
     assert response.error is None and response.result is False
-    assert proxy.failed["DescribeInstances"] == 3 and proxy.seen["DescribeInstances"] == 4
+    assert proxy.count(r"^DescribeInstances$", status=503) == 3 and proxy.by_action["DescribeInstances"] == 4
     waits = [line for line in response.log.splitlines() if "throttled (RequestLimitExceeded)" in line]
     assert len(waits) == 3 and all("retrying in" in line for line in waits)
     assert requests_of(response) == {"DescribeInstances": 4}
@@ -501,7 +491,7 @@ def test_throttling_is_retried_and_logged(proxy, make_cpi):
 
 def test_throttling_beyond_the_budget_is_a_clear_error(proxy, make_cpi):
     cpi = make_cpi(ec2_endpoint=proxy.url, retry_budget_seconds=2)
-    proxy.faults["DescribeInstances"] = ("RequestLimitExceeded", None)
+    proxy.inject(r"^DescribeInstances$", "error", code="RequestLimitExceeded", times=None)
     response = cpi.call("has_vm", "i-0123456789abcdef0")
     assert response.error["type"] == "Bosh::Clouds::CloudError"
     assert "throttling" in response.error["message"] and "RequestLimitExceeded" in response.error["message"]
@@ -509,12 +499,12 @@ def test_throttling_beyond_the_budget_is_a_clear_error(proxy, make_cpi):
 
 def test_refused_credentials_name_the_key_id_never_the_secret(proxy, make_cpi):
     cpi = make_cpi(ec2_endpoint=proxy.url)
-    proxy.faults["DescribeInstances"] = ("AuthFailure", None)
+    proxy.inject(r"^DescribeInstances$", "error", code="AuthFailure", times=None)
     response = cpi.call("has_vm", "i-0123456789abcdef0")
     message = response.error["message"]
     assert response.error["type"] == "Bosh::Clouds::CloudError"
     assert "AuthFailure" in message and moto_env.ACCESS_KEY_ID in message and "static" in message
-    assert proxy.failed["DescribeInstances"] == 1  # auth errors are not retried
+    assert proxy.count(r"^DescribeInstances$", status=401) == 1  # auth errors are not retried
     for text in (response.raw, response.stderr):
         assert moto_env.SECRET_ACCESS_KEY not in text
 
@@ -562,19 +552,19 @@ def test_instance_storage_is_refused_for_types_without_it(cpi, stemcell, ips, ec
 
 def test_spot_falls_back_to_on_demand_when_asked(proxy, make_cpi, stemcell, ips, ec2):
     cpi = make_cpi(ec2_endpoint=proxy.url)
-    proxy.faults["RunInstances"] = ("InsufficientInstanceCapacity", 1)  # the spot launch
+    proxy.inject(r"^RunInstances$", "error", code="InsufficientInstanceCapacity", times=1)  # the spot launch
     response = cpi.call("create_vm", "agent-spot", stemcell,
                         {**VM_PROPS, "spot_bid_price": 0.2, "spot_ondemand_fallback": True}, ips.network(), [], {})
     vm_cid = response.result[0]
     assert "falling back to on-demand" in response.log
-    assert proxy.seen["RunInstances"] == 2
+    assert proxy.by_action["RunInstances"] == 2
     assert "InstanceLifecycle" not in instance(ec2, vm_cid)  # on-demand
     cpi("delete_vm", vm_cid)
 
 
 def test_spot_without_fallback_fails_retryably(proxy, make_cpi, stemcell, ips, ec2):
     cpi = make_cpi(ec2_endpoint=proxy.url)
-    proxy.faults["RunInstances"] = ("InsufficientInstanceCapacity", 1)
+    proxy.inject(r"^RunInstances$", "error", code="InsufficientInstanceCapacity", times=1)
     before = moto_env.inventory(ec2)
     response = cpi.call("create_vm", "agent-spot", stemcell, {**VM_PROPS, "spot_bid_price": 0.2}, ips.network(), [], {})
     assert response.error["type"] == "Bosh::Clouds::VMCreationFailed"
@@ -592,7 +582,7 @@ def test_role_arn_is_assumed_through_sts(make_cpi):
 
 def test_a_refused_role_says_which_role_and_which_base_credentials(proxy, make_cpi):
     cpi = make_cpi(role_arn="arn:aws:iam::123456789012:role/bosh-cpi", sts_endpoint=proxy.url)
-    proxy.faults["AssumeRole"] = ("AccessDenied", None)
+    proxy.inject(r"^AssumeRole$", "error", code="AccessDenied", times=None)
     response = cpi.call("has_vm", "i-0123456789abcdef0")
     message = response.error["message"]
     assert response.error["type"] == "Bosh::Clouds::CloudError"

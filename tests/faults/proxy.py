@@ -1,21 +1,36 @@
 """A fault-injecting HTTP proxy on 127.0.0.1, in front of the moto server or one OpenStack
-API, so tests can make the IaaS as hostile as a busy real cloud:
+API, so tests can make the IaaS as hostile as a busy real cloud (moto never throttles and
+accepts any credentials; the loopback OpenStack services are never busy):
 
 - at a configurable rate, answer with throttling (EC2 `RequestLimitExceeded`; OpenStack
-  429 or 413 with `Retry-After`), a 503, or a dropped connection (closed before any
-  response, and before anything reached the upstream, so no request is half done);
+  429 or 413 with `Retry-After`), a 503, a dropped connection (`drop`: closed before
+  anything reached the upstream), or a lost answer (`lost`: the upstream carried the
+  request out, then the connection is dropped, so the client cannot know it did);
 - enforce a requests-per-second limit (a token bucket) and throttle what exceeds it, as
   EC2's per-account buckets do;
-- `inject()` deterministic faults for one request pattern, `times` times;
-- count everything, so tests and bench/throttle.py can report what the CPI received.
+- `inject()` deterministic faults for one request pattern, `times` times: an AWS error
+  code (XML for the EC2/STS query APIs, rest-json with `x-amzn-ErrorType` for the EBS
+  direct APIs), or an OpenStack status with the headers and body a real service sends;
+- record every request, so tests can `count()` what the CPI sent and what it got back,
+  and bench/throttle.py can report totals (`stats`, `by_action`).
+
+A request is known by its action: for `flavor="aws"` the query API's `Action` (or the EBS
+direct operation its method and path name, e.g. `PutSnapshotBlock`); for
+`flavor="openstack"` `"METHOD /path"`. Patterns are searched in the action.
 
     with FaultProxy("http://127.0.0.1:5001", flavor="aws", fault_rate=0.3, rate_limit=20) as proxy:
         ... point the CPI's endpoint at proxy.url ...
         proxy.stats["throttled"]
+
+    with FaultProxy("http://127.0.0.1:8774", flavor="openstack") as proxy:
+        proxy.inject(r"/servers$", "error", method="POST", status=429, headers={"Retry-After": "1"})
+        ... endpoint_overrides: {"compute": proxy.url + "/v2.1"} ...
+        assert proxy.count(r"/servers$", method="POST", status=202) == 1
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import random
@@ -25,27 +40,49 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import NamedTuple, Self
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
-               "transfer-encoding", "upgrade", "content-length", "server", "date"}
+               "transfer-encoding", "upgrade", "content-length", "server", "date", "host"}
 
 AWS_ERROR = ('<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
              "<Message>{message}</Message></Error></Errors><RequestID>fault-proxy</RequestID></Response>")
+#: The HTTP status AWS answers each error code with (others: 400).
+AWS_STATUS = {"RequestLimitExceeded": 503, "Unavailable": 503, "AuthFailure": 401, "InternalError": 500,
+              "UnauthorizedOperation": 403, "ThrottlingException": 429, "AccessDeniedException": 403}
+#: The EBS direct APIs are REST (rest-json): their operation comes from the method and path.
+EBS_DIRECT_ACTIONS = (
+    ("PUT", re.compile(r"^/snapshots/[^/]+/blocks/\d+$"), "PutSnapshotBlock"),
+    ("POST", re.compile(r"^/snapshots/completion/[^/]+$"), "CompleteSnapshot"),
+    ("POST", re.compile(r"^/snapshots$"), "StartSnapshot"),
+)
+_REST_JSON = {name for _, _, name in EBS_DIRECT_ACTIONS}
 
 
 @dataclass
 class Rule:
-    """A deterministic fault: requests whose method and path (or EC2 Action) match get
-    `status` (or a dropped connection when status is None), `times` times (None: always)."""
+    """A deterministic fault: requests whose method and action match get `kind`, `times`
+    times (None: always). `status`, `headers` and `body` override the kind's usual answer."""
 
     method: str | None
     pattern: re.Pattern
     kind: str  # throttle | overlimit | unavailable | drop | error
     times: int | None = 1
-    code: str = ""  # EC2 error code or OpenStack message, for kind == "error"
-    status: int = 400
+    code: str = ""  # AWS error code or OpenStack message, for kind == "error"
+    status: int | None = None  # None: the kind's usual status (an AWS code's from AWS_STATUS)
+    headers: dict[str, str] = field(default_factory=dict)
+    body: dict | None = None  # a JSON body instead of the usual error document
+
+
+class Seen(NamedTuple):
+    """One request and the status it was answered with (None: the connection was dropped)."""
+
+    action: str
+    method: str
+    path: str
+    status: int | None
 
 
 class FaultProxy:
@@ -63,23 +100,39 @@ class FaultProxy:
         self.rules: list[Rule] = []
         self.stats: Counter[str] = Counter()
         self.by_action: Counter[str] = Counter()
+        self.seen: list[Seen] = []
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._tokens = self.burst
         self._refilled = time.monotonic()
         self._server: ThreadingHTTPServer | None = None
 
-    # -- configuration
+    # -- configuration and what happened
     def inject(self, pattern: str, kind: str, *, method: str | None = None, times: int | None = 1,
-               code: str = "", status: int = 400) -> None:
-        self.rules.append(Rule(method, re.compile(pattern), kind, times, code, status))
+               code: str = "", status: int | None = None, headers: dict[str, str] | None = None,
+               body: dict | None = None) -> None:
+        with self._lock:
+            self.rules.append(Rule(method, re.compile(pattern), kind, times, code, status, dict(headers or {}), body))
+
+    def clear(self) -> None:
+        """Forget the injected faults (what was seen stays)."""
+        with self._lock:
+            self.rules.clear()
+
+    def count(self, pattern: str, *, method: str | None = None, status: int | None = None) -> int:
+        """How many requests whose action matches `pattern` (and method, and the status they
+        were answered with, when given) the proxy has answered so far."""
+        regex = re.compile(pattern)
+        with self._lock:
+            return sum(1 for seen in self.seen if regex.search(seen.action) and method in (None, seen.method)
+                       and status in (None, seen.status))
 
     @property
     def url(self) -> str:
         assert self._server is not None, "start the proxy first"
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -113,12 +166,16 @@ class FaultProxy:
             self._server = None
 
     # -- the decision for one request
-    def _action(self, handler: BaseHTTPRequestHandler, body: bytes) -> str:
-        if self.flavor == "aws":
-            query = urllib.parse.parse_qs(body.decode(errors="replace"))
-            query.update(urllib.parse.parse_qs(urllib.parse.urlsplit(handler.path).query))
-            return query.get("Action", [handler.path])[0]
-        return f"{handler.command} {urllib.parse.urlsplit(handler.path).path}"
+    def _action(self, method: str, target: str, body: bytes) -> str:
+        path = urllib.parse.urlsplit(target).path
+        if self.flavor == "openstack":
+            return f"{method} {path}"
+        for rest_method, rest_path, name in EBS_DIRECT_ACTIONS:
+            if method == rest_method and rest_path.match(path):
+                return name
+        query = urllib.parse.parse_qs(body.decode(errors="replace"))
+        query.update(urllib.parse.parse_qs(urllib.parse.urlsplit(target).query))
+        return query.get("Action", [target])[0]
 
     def _choose(self, method: str, action: str) -> Rule | str | None:
         with self._lock:
@@ -140,72 +197,112 @@ class FaultProxy:
         return None
 
     def _serve(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
-        action = self._action(handler, body)
+        """Decide, forward or make up the answer, record it, and only then send it: a client
+        that has its answer finds the request already counted."""
+        action = self._action(handler.command, handler.path, body)
         with self._lock:
             self.stats["requests"] += 1
             self.by_action[action] += 1
         choice = self._choose(handler.command, action)
-        kind = choice.kind if isinstance(choice, Rule) else choice
-        if kind is None:
-            self._forward(handler, body)
-            return
+        rule = choice if isinstance(choice, Rule) else None
+        kind = rule.kind if rule else choice
+        reason = None
+        if kind in (None, "lost"):
+            status, reason, headers, payload = self._forward(handler, body)
+        elif kind == "drop":
+            status, headers, payload = None, [], b""
+        else:
+            status, fault_headers, payload = self._fault_response(kind, rule, action)
+            headers = list(fault_headers.items())
         with self._lock:
-            self.stats[kind] += 1
-            if kind in ("throttle", "overlimit"):
-                self.stats["throttled"] += 1
-        if kind == "drop":
+            if kind is None:
+                self.stats["forwarded"] += 1
+            else:
+                self.stats[kind] += 1
+                if kind in ("throttle", "overlimit"):
+                    self.stats["throttled"] += 1
+            self.seen.append(Seen(action, handler.command, urllib.parse.urlsplit(handler.path).path, status))
+        if status is None or kind == "lost":
             handler.close_connection = True
-            try:
+            with contextlib.suppress(OSError):  # ENOTCONN: the client is gone already, as a drop wants
                 handler.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # the client may already be gone; either way it gets no response
             return
-        status, headers, payload = self._fault_response(kind, choice if isinstance(choice, Rule) else None)
-        handler.send_response(status)
-        for key, value in headers.items():
+        self._send(handler, status, reason, headers, payload)
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, reason: str | None, headers: list[tuple[str, str]],
+              payload: bytes) -> None:
+        """Every answer closes its connection, so each request is one connection: no
+        keep-alive socket outlives an injected fault or a stopped proxy in the client's pool
+        (where it would cost an extra, unplanned failure and skew the counts)."""
+        handler.send_response(status, reason)
+        for key, value in headers:
             handler.send_header(key, value)
         handler.send_header("Content-Length", str(len(payload)))
+        handler.send_header("Connection", "close")
         handler.end_headers()
-        handler.wfile.write(payload)
+        if handler.command != "HEAD":
+            handler.wfile.write(payload)
+        handler.close_connection = True
 
-    def _fault_response(self, kind: str, rule: Rule | None) -> tuple[int, dict, bytes]:
-        retry_after = {"Retry-After": f"{self.retry_after:g}"}
+    def _fault_response(self, kind: str, rule: Rule | None, action: str) -> tuple[int, dict, bytes]:
         if self.flavor == "aws":
-            code, status = {
-                "throttle": ("RequestLimitExceeded", 503),
-                "overlimit": ("RequestLimitExceeded", 503),
-                "unavailable": ("Unavailable", 503),
-                "error": (rule.code if rule else "InternalError", rule.status if rule else 500),
-            }[kind]
-            payload = AWS_ERROR.format(code=code, message=f"injected by the fault proxy: {code}").encode()
-            return status, {"Content-Type": "text/xml;charset=UTF-8"}, payload
-        if kind == "throttle":
-            body = {"overLimit": {"code": 429, "message": "Rate limit exceeded (fault proxy)", "retryAfter": self.retry_after}}
-            return 429, {"Content-Type": "application/json", **retry_after}, json.dumps(body).encode()
-        if kind == "overlimit":
-            body = {"overLimit": {"code": 413, "message": "This request was rate-limited (fault proxy)", "retryAfter": self.retry_after}}
-            return 413, {"Content-Type": "application/json", **retry_after}, json.dumps(body).encode()
-        if kind == "unavailable":
-            return 503, {"Content-Type": "text/plain"}, b"503 Service Unavailable (fault proxy)"
-        status = rule.status if rule else 500
-        return status, {"Content-Type": "application/json"}, json.dumps({"error": {"code": status, "message": rule.code if rule else ""}}).encode()
+            status, headers, payload = self._aws_error(kind, rule, action)
+        else:
+            status, headers, payload = self._openstack_error(kind, rule)
+        if rule and rule.body is not None:
+            headers["Content-Type"] = "application/json"
+            payload = json.dumps(rule.body).encode()
+        if rule:
+            headers.update(rule.headers)
+        return status, headers, payload
 
-    def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
-        conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=120)
+    def _aws_error(self, kind: str, rule: Rule | None, action: str) -> tuple[int, dict, bytes]:
+        """EC2 and STS (query APIs) send errors as XML; the EBS direct APIs (rest-json) send
+        the code in `x-amzn-ErrorType`, and throttle with ThrottlingException."""
+        rest_json = action in _REST_JSON
+        if kind == "error":
+            code = (rule.code if rule else "") or "InternalError"
+        elif kind == "unavailable":
+            code = "Unavailable"
+        else:
+            code = "ThrottlingException" if rest_json else "RequestLimitExceeded"
+        status = rule.status if rule and rule.status is not None else AWS_STATUS.get(code, 400)
+        message = f"injected by the fault proxy: {code}"
+        if rest_json:
+            return status, {"Content-Type": "application/json", "x-amzn-ErrorType": code}, \
+                json.dumps({"message": message}).encode()
+        return status, {"Content-Type": "text/xml;charset=UTF-8"}, AWS_ERROR.format(code=code, message=message).encode()
+
+    def _openstack_error(self, kind: str, rule: Rule | None) -> tuple[int, dict, bytes]:
+        explicit = rule.status if rule else None
+        if kind in ("throttle", "overlimit"):
+            status = explicit or (429 if kind == "throttle" else 413)
+            message = "Rate limit exceeded" if kind == "throttle" else "This request was rate-limited"
+            body = {"overLimit": {"code": status, "message": f"{message} (fault proxy)", "retryAfter": self.retry_after}}
+            headers = {"Content-Type": "application/json", "Retry-After": f"{self.retry_after:g}"}
+            return status, headers, json.dumps(body).encode()
+        if kind == "unavailable":
+            return explicit or 503, {"Content-Type": "text/plain"}, b"503 Service Unavailable (fault proxy)"
+        status = explicit or (400 if rule else 500)
+        message = (rule.code if rule else "") or "injected by the fault proxy"
+        return status, {"Content-Type": "application/json"}, json.dumps({"error": {"code": status, "message": message}}).encode()
+
+    def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, str, list, bytes]:
+        """Pass the request on as a direct client would send it: with the upstream's own
+        address as Host (the OpenStack services build the links in their answers from it)
+        and a Content-Length even on an empty POST/PUT/PATCH."""
+        host, port = self.upstream.hostname, self.upstream.port or 80
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP}
+        headers["Host"] = f"{host}:{port}"
+        if body or handler.command in ("POST", "PUT", "PATCH"):
+            headers["Content-Length"] = str(len(body))
+        conn = http.client.HTTPConnection(host, port, timeout=300)
         try:
-            headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP}
             conn.request(handler.command, handler.path, body=body or None, headers=headers)
             response = conn.getresponse()
             payload = response.read()
         finally:
             conn.close()
-        with self._lock:
-            self.stats["forwarded"] += 1
-        handler.send_response(response.status)
-        for key, value in response.getheaders():
-            if key.lower() not in _HOP_BY_HOP:
-                handler.send_header(key, value)
-        handler.send_header("Content-Length", str(len(payload)))
-        handler.end_headers()
-        if handler.command != "HEAD":
-            handler.wfile.write(payload)
+        kept = [(k, v) for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP]
+        return response.status, response.reason, kept, payload

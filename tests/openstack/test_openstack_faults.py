@@ -1,5 +1,5 @@
 """Throttling and outages through a fault proxy in front of Nova and Cinder
-(tests/openstack/proxy.py), and auth failures: the CPI waits as long as Retry-After says,
+(tests/faults/proxy.py), and auth failures: the CPI waits as long as Retry-After says,
 logs each wait, gives up with a clear error when the budget is spent, and never shows a
 secret."""
 
@@ -11,7 +11,7 @@ import urllib.parse
 
 import pytest
 
-from tests.openstack.proxy import FaultProxy
+from tests.faults.proxy import FaultProxy
 
 
 def error_of(response):
@@ -34,14 +34,14 @@ def endpoints(env):
 @pytest.fixture
 def nova_proxy(endpoints):
     upstream, _ = endpoints["compute"]
-    with FaultProxy(upstream) as proxy:
+    with FaultProxy(upstream, flavor="openstack") as proxy:
         yield proxy
 
 
 @pytest.fixture
 def cinder_proxy(endpoints):
     upstream, _ = endpoints["volumev3"]
-    with FaultProxy(upstream) as proxy:
+    with FaultProxy(upstream, flavor="openstack") as proxy:
         yield proxy
 
 
@@ -52,15 +52,15 @@ def through(proxy, endpoints, service: str) -> str:
 
 def test_429_with_retry_after_on_server_create_is_waited_out(cloud, cpi_with, stemcell, nova_proxy, endpoints):
     cpi = cpi_with(endpoint_overrides={"compute": through(nova_proxy, endpoints, "compute")})
-    nova_proxy.inject("POST", r"/servers$", 429, headers={"Retry-After": "1"},
+    nova_proxy.inject(r"/servers$", "error", method="POST", status=429, headers={"Retry-After": "1"},
                       body={"overLimit": {"code": 429, "message": "Too many requests"}}, times=2)
     started = time.monotonic()
     response = cpi.call("create_vm", "agent-429", stemcell, cloud.vm_cloud_properties(), cloud.manual_network(80), [], {})
     vm_cid = response.result[0]
     try:
         assert time.monotonic() - started >= 2.0, "each Retry-After: 1 must be honoured"
-        assert nova_proxy.count("POST", r"/servers$", 429) == 2
-        assert nova_proxy.count("POST", r"/servers$", 202) == 1
+        assert nova_proxy.count(r"/servers$", method="POST", status=429) == 2
+        assert nova_proxy.count(r"/servers$", method="POST", status=202) == 1
         waits = re.findall(r"compute POST /servers throttled \(429 overLimit\); attempt \d failed, retrying in ([\d.]+)s",
                            response.log)
         assert len(waits) == 2 and all(float(w) >= 1.0 for w in waits), response.log
@@ -71,14 +71,14 @@ def test_429_with_retry_after_on_server_create_is_waited_out(cloud, cpi_with, st
 
 def test_413_over_limit_with_retry_after_and_503_on_volume_create(cloud, cpi_with, cinder_proxy, endpoints):
     cpi = cpi_with(endpoint_overrides={"block-storage": through(cinder_proxy, endpoints, "volumev3")})
-    cinder_proxy.inject("POST", r"/volumes$", 413, headers={"Retry-After": "1"},
+    cinder_proxy.inject(r"/volumes$", "error", method="POST", status=413, headers={"Retry-After": "1"},
                         body={"overLimit": {"code": 413, "message": "This request was rate-limited.", "retryAfter": "1"}})
-    cinder_proxy.inject("POST", r"/volumes$", 503, times=1)
-    cinder_proxy.inject("GET", r"/volumes/[^/]+$", 503, times=2)
+    cinder_proxy.inject(r"/volumes$", "error", method="POST", status=503, times=1)
+    cinder_proxy.inject(r"/volumes/[^/]+$", "error", method="GET", status=503, times=2)
     response = cpi.call("create_disk", 1024, {}, None)
     disk_cid = response.result
     try:
-        assert cinder_proxy.count("POST", r"/volumes$") == 3
+        assert cinder_proxy.count(r"/volumes$", method="POST") == 3
         assert "block-storage POST /volumes throttled (413 overLimit)" in response.log
         assert "block-storage POST /volumes transient (503 Service Unavailable)" in response.log
         assert f"block-storage GET /volumes/{disk_cid}" in response.log
@@ -89,25 +89,25 @@ def test_413_over_limit_with_retry_after_and_503_on_volume_create(cloud, cpi_wit
 
 def test_413_without_retry_after_is_a_limit_not_throttling(cloud, cpi_with, cinder_proxy, endpoints):
     cpi = cpi_with(endpoint_overrides={"block-storage": through(cinder_proxy, endpoints, "volumev3")})
-    cinder_proxy.inject("POST", r"/volumes$", 413, times=None,
+    cinder_proxy.inject(r"/volumes$", "error", method="POST", status=413, times=None,
                         body={"overLimit": {"code": 413, "message": "VolumeSizeExceedsAvailableQuota: requested 2G"}})
     before = cloud.leftovers()
     err = error_of(cpi.call("create_disk", 2048, {}, None))
     assert err["type"] == "Bosh::Clouds::CloudError" and "VolumeSizeExceedsAvailableQuota" in err["message"]
-    assert cinder_proxy.count("POST", r"/volumes$") == 1  # a quota, not throttling: no retry
+    assert cinder_proxy.count(r"/volumes$", method="POST") == 1  # a quota, not throttling: no retry
     assert cloud.leftovers() == before
 
 
 def test_persistent_503_gives_up_within_the_budget_with_a_clear_error(cpi_with, nova_proxy, endpoints):
     cpi = cpi_with(endpoint_overrides={"compute": through(nova_proxy, endpoints, "compute")})
-    nova_proxy.inject("GET", r"/servers/", 503, times=None)
+    nova_proxy.inject(r"/servers/", "error", method="GET", status=503, times=None)
     started = time.monotonic()
     response = cpi.call("has_vm", "00000000-0000-0000-0000-000000000001", context={"retry_budget_seconds": 3})
     elapsed = time.monotonic() - started
     err = error_of(response)
     assert err["type"] == "Bosh::Clouds::CloudError" and err["ok_to_retry"] is True
     assert "503" in err["message"] and "retry_budget_seconds" in err["message"]
-    assert nova_proxy.count("GET", r"/servers/") >= 2
+    assert nova_proxy.count(r"/servers/", method="GET") >= 2
     assert elapsed < 15, "the context's retry_budget_seconds must bound the retries"
     assert "giving up" in response.log
 
