@@ -87,6 +87,45 @@ def test_413_over_limit_with_retry_after_and_503_on_volume_create(cloud, cpi_wit
         cpi("delete_disk", disk_cid)
 
 
+def test_requests_whose_answer_was_lost_are_neither_failed_nor_repeated(cloud, cpi_with, stemcell, nova_proxy,
+                                                                        cinder_proxy, endpoints):
+    """The service carried the request out but the connection dropped before its answer:
+    for a create, the CPI looks for what it made (by the unique name it gave it) and uses
+    it, rather than failing the call or making a twin; a POST whose connection dropped
+    before it reached the service is looked for, not found, and sent again; a detach sent
+    again after a lost answer takes Nova's 404 as the earlier attempt's success."""
+    cpi = cpi_with(endpoint_overrides={"compute": through(nova_proxy, endpoints, "compute"),
+                                       "block-storage": through(cinder_proxy, endpoints, "volumev3")})
+    client = cloud.client
+    before = client.inventory()
+    nova_proxy.inject(r"^POST /v2.1/servers$", "lost")
+    nova_proxy.inject(r"/os-volume_attachments$", "lost", method="POST")
+    cinder_proxy.inject(r"/volumes$", "drop", method="POST")
+    cinder_proxy.inject(r"/volumes$", "lost", method="POST")
+    response = cpi.call("create_vm", "agent-lost", stemcell, cloud.vm_cloud_properties(), cloud.dynamic_network(), [], {})
+    vm_cid = response.result[0]
+    disk_cid = None
+    try:
+        assert "the outcome of the last attempt was unknown, and it had been carried out" in response.log
+        assert nova_proxy.count(r"^POST /v2.1/servers$") == 1  # found, not sent again
+        assert client.inventory()["servers"] - before["servers"] == {vm_cid}
+        disk_cid = cpi("create_disk", 1024, {}, vm_cid)
+        assert cinder_proxy.count(r"/volumes$", method="POST") == 2  # dropped, sent again and lost, then found
+        assert client.inventory()["volumes"] - before["volumes"] == {disk_cid}
+        cpi("attach_disk", vm_cid, disk_cid)
+        assert nova_proxy.count(r"/os-volume_attachments$", method="POST") == 1
+        assert cloud.disk_attached_to(disk_cid) == vm_cid
+        nova_proxy.inject(r"/os-volume_attachments/", "lost", method="DELETE")
+        response = cpi.call("detach_disk", vm_cid, disk_cid)
+        assert response.error is None, response.error
+        assert nova_proxy.count(r"/os-volume_attachments/", method="DELETE") >= 2
+        assert cloud.disk_attached_to(disk_cid) is None and client.volume(disk_cid)["status"] == "available"
+    finally:
+        cpi("delete_vm", vm_cid)
+        if disk_cid:
+            cpi("delete_disk", disk_cid)
+
+
 def test_413_without_retry_after_is_a_limit_not_throttling(cloud, cpi_with, cinder_proxy, endpoints):
     cpi = cpi_with(endpoint_overrides={"block-storage": through(cinder_proxy, endpoints, "volumev3")})
     cinder_proxy.inject(r"/volumes$", "error", method="POST", status=413, times=None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import string
+import urllib.parse
 import uuid
 from typing import Any
 
@@ -96,7 +97,8 @@ class Disks:
             if zone and not self.properties.ignore_server_availability_zone:
                 volume["availability_zone"] = zone
         try:
-            created = self.api.post(SERVICE, "/volumes", {"volume": volume})["volume"]
+            created = self.api.create(SERVICE, "/volumes", {"volume": volume}, key="volume",
+                                      find=None if props.name else lambda: self._named(volume["name"]))
         except errors.ApiError as exc:
             if exc.status in (400, 404) and volume_type and exc.mentions("type"):
                 raise CloudError(f"create_disk: volume type '{volume_type}': {exc.message}") from None
@@ -179,11 +181,12 @@ class Disks:
         for _attempt in range(ATTACH_ATTEMPTS):
             device = self._free_device(vm_cid, taken)
             try:
-                response = self.api.post(
+                recorded = self.api.create(
                     "compute", f"/servers/{vm_cid}/os-volume_attachments",
-                    {"volumeAttachment": {"volumeId": disk_cid, "device": device}},
+                    {"volumeAttachment": {"volumeId": disk_cid, "device": device}}, key="volumeAttachment",
+                    find=lambda: self._attachment(vm_cid, disk_cid),
                     also=self._held_by_departing_server(disk_cid), budget=self.properties.state_timeout,
-                )
+                ).get("device") or device
             except errors.ApiError as exc:
                 if exc.status == 404:
                     if exc.mentions("volume"):
@@ -203,12 +206,19 @@ class Disks:
                     raise CloudError(f"cannot attach disk '{disk_cid}' to VM '{vm_cid}': {exc.message}"
                                      f"{_holder_note(volume, vm_cid)}") from None
                 raise
-            recorded = ((response or {}).get("volumeAttachment") or {}).get("device") or device
             self._wait(disk_cid, f"attach to {vm_cid}", lambda v: v["status"] == "in-use" and _attached_to(v, vm_cid))
             hint = _hint(recorded)
             log.info("attached %s to %s as %s", disk_cid, vm_cid, hint)
             return hint
         raise CloudError(f"cannot attach disk '{disk_cid}' to VM '{vm_cid}': no free device after {ATTACH_ATTEMPTS} tries")
+
+    def _attachment(self, vm_cid: str, disk_cid: str) -> dict[str, Any] | None:
+        return next((a for a in self.vms.attachments(vm_cid) if a.get("volumeId") == disk_cid), None)
+
+    def _named(self, name: str) -> dict[str, Any] | None:
+        """The volume this call made, if Cinder made it (generated names are unique)."""
+        found = self.api.get(SERVICE, f"/volumes?{urllib.parse.urlencode({'name': name})}")["volumes"]
+        return found[0] if found else None
 
     def _existing_hint(self, vm_cid: str, disk_cid: str) -> str:
         self._wait(disk_cid, f"attach to {vm_cid}", lambda v: v["status"] == "in-use" and _attached_to(v, vm_cid))
@@ -249,9 +259,18 @@ class Disks:
         return transient
 
     def detach(self, vm_cid: str, disk_cid: str) -> None:
+        def detaching(exc: errors.ApiError) -> bool:
+            # Nova refuses (400) to detach a volume that is detaching: an earlier attempt of
+            # this request whose answer was lost, or another call; wait for it to finish
+            return exc.status in (400, 409) and (self.volume(disk_cid) or {}).get("status") == "detaching"
+
         response = self.api.request("compute", "DELETE",
-                                    f"/servers/{_quote(vm_cid)}/os-volume_attachments/{_quote(disk_cid)}", ok=(404,))
-        if response.status_code == 404:
+                                    f"/servers/{_quote(vm_cid)}/os-volume_attachments/{_quote(disk_cid)}", ok=(404,),
+                                    also=detaching, budget=self.properties.state_timeout)
+        if response.status_code == 404 and response.after_unknown_outcome:
+            log.info("detach of %s from %s: an earlier attempt, whose answer was lost, was carried out",
+                     disk_cid, vm_cid)
+        elif response.status_code == 404:
             volume = self.volume(disk_cid)
             if volume is None:
                 log.info("disk %s not found: nothing to detach", disk_cid)
@@ -270,7 +289,7 @@ class Disks:
             self.require(disk_cid)
             return
         response = self.api.request(SERVICE, "POST", f"/volumes/{_quote(disk_cid)}/metadata",
-                                    json={"metadata": wanted}, ok=(404,))
+                                    json={"metadata": wanted}, ok=(404,), idempotent=True)  # a merge
         if response.status_code == 404:
             raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
 

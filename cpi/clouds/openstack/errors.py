@@ -145,8 +145,17 @@ def classifier(*, idempotent: bool, also: Callable[[ApiError], bool] | None = No
     return classify
 
 
+def unsure(exc: BaseException) -> bool:
+    """Whether a failed request may nevertheless have been carried out: retryable if it were
+    safe to repeat, not otherwise (a dropped connection, a read timeout, a 500/502/504)."""
+    return not classifier(idempotent=False)(exc).retryable and classifier(idempotent=True)(exc).retryable
+
+
 def _connection_verdict(exc: BaseException, idempotent: bool) -> retry.Verdict:
     module = type(exc).__module__
+    if module.startswith("openstack") and type(exc).__name__ == "ServiceDiscoveryException":
+        # the SDK probing a service's versions (GETs) got a throttled, failed or dropped answer
+        return retry.Verdict(retry.Kind.TRANSIENT, "service discovery failed")
     if not module.startswith("keystoneauth1"):
         return retry.PERMANENT
     from keystoneauth1 import exceptions as ksa
@@ -166,10 +175,15 @@ def _connection_verdict(exc: BaseException, idempotent: bool) -> retry.Verdict:
         return retry.PERMANENT
     if isinstance(exc, ksa.UnknownConnectionError):
         return retry.Verdict(retry.Kind.TRANSIENT, "connection error") if idempotent else retry.PERMANENT
-    if isinstance(exc, ksa.http.HttpError) and getattr(exc, "http_status", None) in (429, 503):
-        # raised by keystoneauth itself (the token request)
-        return retry.Verdict(retry.Kind.THROTTLED if exc.http_status == 429 else retry.Kind.TRANSIENT,
-                             f"keystone {exc.http_status}", _retry_after_of(exc))
+    status = getattr(exc, "http_status", None)
+    if isinstance(exc, ksa.http.HttpError) and status in (413, 429, 503):
+        # raised by keystoneauth itself (the token request); a 413 is throttling only when
+        # it says when to come back, as for the other services
+        retry_after = _retry_after_of(exc)
+        if status == 413 and retry_after is None:
+            return retry.PERMANENT
+        return retry.Verdict(retry.Kind.TRANSIENT if status == 503 else retry.Kind.THROTTLED, f"keystone {status}",
+                             retry_after)
     return retry.PERMANENT
 
 

@@ -149,11 +149,14 @@ def resolve_security_groups(api: OpenStack, wanted: list[str]) -> list[str]:
 # ---------------------------------------------------------------- ports
 
 
-def create_port(api: OpenStack, planned: PlannedNetwork, *, name: str, security_group_ids: list[str],
-                address_pairs: list[str]) -> dict[str, Any]:
+def create_port(api: OpenStack, planned: PlannedNetwork, *, name: str, origin: dict[str, str],
+                security_group_ids: list[str], address_pairs: list[str]) -> dict[str, Any]:
     """The port of one network: the fixed IP of a manual network, the security groups, the
-    allowed address pairs. A stale port holding the IP is removed and the create repeated once."""
-    body: dict[str, Any] = {"network_id": planned.properties.net_id, "name": name, "description": "BOSH VM port"}
+    allowed address pairs. A stale port holding the IP is removed and the create repeated once.
+    Its description names the agent and director (`origin`) from the create on: Neutron
+    takes tags only in a second request, which a killed call may never send."""
+    description = "BOSH VM port " + " ".join(f"{key}={value}" for key, value in origin.items())
+    body: dict[str, Any] = {"network_id": planned.properties.net_id, "name": name, "description": description[:255]}
     if planned.network.type == "manual":
         body["fixed_ips"] = [{"ip_address": planned.network.ip}]
         if address_pairs:
@@ -171,9 +174,17 @@ def create_port(api: OpenStack, planned: PlannedNetwork, *, name: str, security_
     return _post_port(api, body, planned)
 
 
+def _named_port(api: OpenStack, net_id: str, name: str) -> dict[str, Any] | None:
+    """The port this call made, if Neutron made it (names are unique: vm-<uuid>-<network>)."""
+    query = urllib.parse.urlencode({"network_id": net_id, "name": name})
+    found = api.get("network", f"/ports?{query}")["ports"]
+    return found[0] if found else None
+
+
 def _post_port(api: OpenStack, body: dict[str, Any], planned: PlannedNetwork) -> dict[str, Any]:
     try:
-        port = api.post("network", "/ports", {"port": body})["port"]
+        port = api.create("network", "/ports", {"port": body}, key="port",
+                          find=lambda: _named_port(api, body["network_id"], body["name"]))
     except errors.ApiError as exc:
         if exc.status == 404 and exc.mentions("network"):
             raise VMCreationFailed(

@@ -24,6 +24,7 @@ import re
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ VOLUME_EXTEND_IN_USE_MICROVERSION = "3.42"
 
 #: the catalog service types this CPI talks to, as keystoneauth (os-service-types) knows them
 SERVICES = ("compute", "network", "image", "block-storage", "load-balancer")
+#: the major API version of each
+API_VERSIONS = {"compute": "2", "network": "2", "image": "2", "block-storage": "3", "load-balancer": "2"}
 
 
 class OpenStack:
@@ -138,6 +141,9 @@ class OpenStack:
                     url = url.rstrip("/") + "/v2.0"  # the SDK adds it to catalog URLs, not to overrides
                 overrides[f"{service.replace('-', '_')}_endpoint_override"] = url
             no_retries = {f"{service.replace('-', '_')}_status_code_retries": 0 for service in SERVICES}
+            # the versions this CPI speaks: with an endpoint override, the SDK then trusts it
+            # instead of probing it (one request less, and none to fail under throttling)
+            versions = {f"{service.replace('-', '_')}_api_version": version for service, version in API_VERSIONS.items()}
             self._connection = connection.Connection(
                 session=self.session(),
                 region_name=self.properties.region,
@@ -146,6 +152,7 @@ class OpenStack:
                 connect_retries=0,
                 status_code_retries=0,
                 **no_retries,
+                **versions,
                 **overrides,
             )
         return self._connection
@@ -216,31 +223,50 @@ class OpenStack:
     # ------------------------------------------------------------ requests
 
     def _call_with_retry(self, fn: Callable[[], Any], what: str, *, idempotent: bool, budget: float | None = None,
-                         also: Callable[[errors.ApiError], bool] | None = None) -> Any:
+                         also: Callable[[errors.ApiError], bool] | None = None, service: str = "identity",
+                         endpoint: str | None = None) -> Any:
         return retry.call(
             fn,
             classify=errors.classifier(idempotent=idempotent, also=also),
             what=what,
             budget=self.properties.retry_budget_seconds if budget is None else budget,
             max_attempts=self.properties.max_retries + 1,
+            shared=_shared_key(service, endpoint or self.properties.auth_url),
         )
 
     def request(self, service: str, method: str, path: str, *, json: Any = None, data: Any = None,
                 headers: dict[str, str] | None = None, microversion: str | None = None,
                 idempotent: bool | None = None, budget: float | None = None,
-                also: Callable[[errors.ApiError], bool] | None = None, ok: tuple[int, ...] = ()) -> Any:
+                also: Callable[[errors.ApiError], bool] | None = None, ok: tuple[int, ...] = (),
+                find: Callable[[], dict[str, Any] | None] | None = None) -> Any:
         """Send one request; statuses below 400 and those in `ok` are returned, others raise
         ApiError. `data` may be a callable returning a fresh body for each attempt (uploads).
         idempotent (default: every method but POST) decides whether timeouts and 5xx other
-        than 503 are retried; `also` marks further errors as transient for this request."""
+        than 503 are retried; `also` marks further errors as transient for this request.
+
+        `find` makes a POST safe to repeat (see `create`): after an attempt whose outcome is
+        unknown, it looks for what that attempt made before sending again, and what it finds
+        is returned (a dict, not a response). A response says `after_unknown_outcome` when
+        an earlier attempt of it may have been carried out."""
         self.authenticate()
         adapter = self.adapter(service)
         if microversion is None and service == "compute":
             microversion = COMPUTE_MICROVERSION
         if idempotent is None:
-            idempotent = method != "POST"
+            idempotent = method != "POST" or find is not None
+        what = f"{service} {method} {_path_only(path)}"
+        unsure = False
+        was_unsure = False
 
         def send():
+            nonlocal unsure, was_unsure
+            if unsure and find is not None:
+                found = find()
+                if found is not None:
+                    log.warning("%s: the outcome of the last attempt was unknown, and it had been carried out: "
+                                "using what it made (%s)", what, found.get("id", "?"))
+                    return found
+                log.info("%s: the last attempt had not been carried out; sending it again", what)
             kwargs: dict[str, Any] = {"headers": dict(headers or {}),
                                       "timeout": (self.properties.connect_timeout, self.properties.read_timeout)}
             if json is not None:
@@ -251,15 +277,37 @@ class OpenStack:
                 kwargs["microversion"] = microversion
             kwargs["headers"].setdefault("Accept", "application/json")
             started = time.monotonic()
-            response = adapter.request(path, method, **kwargs)
+            try:
+                response = adapter.request(path, method, **kwargs)
+            except Exception as exc:
+                unsure = errors.unsure(exc)
+                was_unsure = was_unsure or unsure
+                raise
             log.debug("%s %s %s → %d in %.3fs", service, method, _path_only(path), response.status_code,
                       time.monotonic() - started)
             if response.status_code >= 400 and response.status_code not in ok:
-                raise errors.from_response(service, method, _path_only(path), response)
+                error = errors.from_response(service, method, _path_only(path), response)
+                unsure = errors.unsure(error)
+                was_unsure = was_unsure or unsure
+                raise error
+            unsure = False
+            # e.g. a DELETE answered 404 because an earlier attempt, whose answer was lost, did it
+            response.after_unknown_outcome = was_unsure
             return response
 
-        return self._call_with_retry(send, f"{service} {method} {_path_only(path)}", idempotent=idempotent,
-                                     budget=budget, also=also)
+        return self._call_with_retry(send, what, idempotent=idempotent, budget=budget, also=also, service=service,
+                                     endpoint=self._endpoints[service])
+
+    def create(self, service: str, path: str, body: Any, *, key: str,
+               find: Callable[[], dict[str, Any] | None] | None, **kwargs: Any) -> dict[str, Any]:
+        """POST a new resource and return it (`response[key]`). With `find` (a lookup by the
+        unique name this call gave the resource), the POST is retried like any idempotent
+        request: a dropped connection or a 5xx that may have hidden a success is followed by
+        a look for the resource before sending again, so a busy cloud costs neither a failed
+        call nor a duplicate. (A request still in the service's hands when its connection
+        dropped can escape the look; the read timeout is long enough to make that rare.)"""
+        result = self.request(service, "POST", path, json=body, find=find, **kwargs)
+        return result if isinstance(result, dict) else _json(result)[key]
 
     def get(self, service: str, path: str, **kwargs: Any) -> Any:
         return _json(self.request(service, "GET", path, **kwargs))
@@ -307,6 +355,13 @@ def _origin(url: str) -> str:
             break
         kept.append(segment)
     return f"{head}://{host}" + "".join(f"/{s}" for s in kept)
+
+
+def _shared_key(service: str, endpoint: str) -> str:
+    """The name under which every CPI process on this machine shares one backoff rate:
+    OpenStack rate-limits per API service (Nova's and Neutron's limits are separate, and
+    so are the load balancers in front of them), so one key per service and host."""
+    return f"openstack-{service}-{urllib.parse.urlsplit(endpoint).netloc}"
 
 
 def _remove(path: str) -> None:

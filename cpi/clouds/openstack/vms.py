@@ -110,16 +110,22 @@ class Vms:
                 group_ids = groups_f.result() if groups_f else []
                 floating_ip = fip_f.result() if fip_f else None
             boot_volume = self._boot_volume(props, flavor, image_id)
+            # agent_id and director_uuid from the first request on: a port or server left by a
+            # create_vm killed mid-way can be found and attributed
+            origin = {"agent_id": agent_id}
+            if self.context.director_uuid:
+                origin["director_uuid"] = self.context.director_uuid
             for planned in plan.networks:
                 if planned.properties.net_id:
                     planned.port = networks.create_port(
-                        self.api, planned, name=f"{server_name}-{planned.name}", security_group_ids=group_ids,
+                        self.api, planned, name=f"{server_name}-{planned.name}", origin=origin,
+                        security_group_ids=group_ids,
                         address_pairs=props.address_pairs if planned.network.type == "manual" else [],
                     )
                     made.ports.append(planned.port["id"])
             user_data = self._user_data(agent_id, server_name, nets, plan, flavor, env)
             body = self._server_body(server_name, props, plan, flavor, image_id, boot_volume, user_data, wanted_groups,
-                                     env)
+                                     env, origin)
             zones = _zones(props)
             for index, zone in enumerate(zones):
                 if zone:
@@ -208,7 +214,7 @@ class Vms:
 
     def _server_body(self, server_name: str, props: VMCloudProperties, plan: networks.NetworkPlan,
                      flavor: dict[str, Any], image_id: str, boot_volume: dict[str, Any] | None,
-                     user_data: str, wanted_groups: list[str], env: dict) -> dict[str, Any]:
+                     user_data: str, wanted_groups: list[str], env: dict, origin: dict[str, str]) -> dict[str, Any]:
         server: dict[str, Any] = {"name": server_name, "flavorRef": flavor["id"], "user_data": user_data}
         if boot_volume is None:
             server["imageRef"] = image_id
@@ -226,9 +232,7 @@ class Vms:
             server["key_name"] = key_name
         if self.properties.config_drive:
             server["config_drive"] = True
-        metadata = tags.clean(((env or {}).get("bosh") or {}).get("tags") or {})
-        if metadata:
-            server["metadata"] = metadata
+        server["metadata"] = tags.clean({**origin, **(((env or {}).get("bosh") or {}).get("tags") or {})})
         body: dict[str, Any] = {"server": server}
         if props.scheduler_hints:
             body["os:scheduler_hints"] = props.scheduler_hints
@@ -236,28 +240,20 @@ class Vms:
 
     def _post_server(self, body: dict[str, Any], server_name: str, what: str) -> str:
         try:
-            return self.api.post("compute", "/servers", body)["server"]["id"]
+            return self.api.create("compute", "/servers", body, key="server",
+                                   find=lambda: self._named(server_name))["id"]
         except errors.ApiError as exc:
             if 400 <= exc.status < 500 and exc.status not in (429, 413):
                 # Nova checks the image itself: a missing or inactive stemcell image is a 400 here
                 raise VMCreationFailed(f"Nova refused to create the server ({what}): {exc.message}",
                                        ok_to_retry=False) from None
-            found = self._find_by_name(server_name, exc)
-        except Exception as exc:
-            if not type(exc).__module__.startswith("keystoneauth1"):
-                raise
-            found = self._find_by_name(server_name, exc)
-        log.warning("the server create request failed, but Nova made server %s: using it", found)
-        return found
+            raise
 
-    def _find_by_name(self, server_name: str, cause: BaseException) -> str:
-        """After a create request whose outcome is unknown (timeout, 5xx): the server, if
-        Nova made it (names are unique: vm-<uuid>)."""
+    def _named(self, server_name: str) -> dict[str, Any] | None:
+        """The server this call made, if Nova made it (names are unique: vm-<uuid>)."""
         query = urllib.parse.urlencode({"name": f"^{server_name}$"})
         found = self.api.get("compute", f"/servers?{query}")["servers"]
-        if len(found) == 1:
-            return found[0]["id"]
-        raise VMCreationFailed(f"creating the server failed: {errors.summary(cause)}", ok_to_retry=True)
+        return found[0] if found else None
 
     def _wait_active(self, vm_cid: str) -> None:
         def check() -> waits.Check:
@@ -297,7 +293,8 @@ class Vms:
         for pool in props.loadbalancer_pools:
             made.members.append(lbaas.add_member(self.api, self.properties, pool, fixed["ip_address"],
                                                  fixed.get("subnet_id")))
-        self.api.post("compute", f"/servers/{vm_cid}/metadata", {"metadata": lbaas.metadata_for(made.members)})
+        self.api.post("compute", f"/servers/{vm_cid}/metadata", {"metadata": lbaas.metadata_for(made.members)},
+                      idempotent=True)  # a merge
 
     def _clean_up(self, made: _Made, exc: BaseException) -> VMCreationFailed | None:
         """Delete what this create_vm made; returns the error to raise (None: re-raise `exc`
@@ -408,7 +405,7 @@ class Vms:
         wanted = tags.clean(metadata)
         if wanted:
             response = self.api.request("compute", "POST", f"/servers/{_quote(vm_cid)}/metadata",
-                                        json={"metadata": wanted}, ok=(404,))
+                                        json={"metadata": wanted}, ok=(404,), idempotent=True)  # a merge
             if response.status_code == 404:
                 raise VMNotFound(f"VM '{vm_cid}' not found")
         else:
