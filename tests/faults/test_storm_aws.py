@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import json
 import random
-import signal
-import subprocess
-import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tests.aws import moto_env
+from tests.faults import storm
 from tests.faults.proxy import FaultProxy
-from tests.support.runner import BIN_CPI, DIRECTOR_ENV, Cpi
-
-WORKERS = 32
+from tests.support.runner import Cpi
 
 
 @pytest.fixture(scope="module")
@@ -49,21 +44,9 @@ def test_32_processes_through_faults_and_a_rate_limit(account, tmp_path):
         cpi = Cpi(storm_config(account, proxy, tmp_path))
         stemcell = cpi("create_stemcell", "", {"ami": {moto_env.REGION: account.ami_id}})
         network = {"default": {"type": "dynamic", "cloud_properties": {"subnet": account.subnet_id}}}
-
-        def lifecycle(i):
-            vm_cid, _ = cpi("create_vm", f"agent-storm-{i}", stemcell,
-                            {"instance_type": "m5.large", "availability_zone": moto_env.ZONE}, network, [],
-                            {"bosh": {"group": "storm"}})
-            disk_cid = cpi("create_disk", 1024, {}, vm_cid)
-            assert cpi("attach_disk", vm_cid, disk_cid)
-            cpi("detach_disk", vm_cid, disk_cid)
-            cpi("delete_vm", vm_cid)
-            cpi("delete_disk", disk_cid)
-            return vm_cid
-
-        with ThreadPoolExecutor(WORKERS) as pool:
-            vms = list(pool.map(lifecycle, range(WORKERS)))
-        assert len(set(vms)) == WORKERS
+        vms = storm.lifecycles(cpi, stemcell, {"instance_type": "m5.large", "availability_zone": moto_env.ZONE},
+                               lambda i: network)
+        assert len(set(vms)) == storm.WORKERS
         stats = dict(proxy.stats)
     # the proxy really was hostile, and the CPI rode it out
     assert stats["throttled"] > 10 and stats["unavailable"] > 5 and stats["drop"] > 5, stats
@@ -85,15 +68,7 @@ def test_create_vm_killed_midway_leaves_only_tagged_resources(account, tmp_path)
                               {"instance_type": "m5.large", "availability_zone": moto_env.ZONE},
                               {"default": {"type": "dynamic", "cloud_properties": {"subnet": account.subnet_id}}},
                               [], {"bosh": {"group": "storm"}})
-        proc = subprocess.Popen([str(BIN_CPI), str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=DIRECTOR_ENV, cwd="/")
-        proc.stdin.write(json.dumps(request).encode())
-        proc.stdin.close()
-        time.sleep(random.Random(3).uniform(0.3, 1.5))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        storm.kill_midway(path, request, random.Random(3).uniform(0.3, 1.5))
         assert cpi("has_vm", "i-0123456789abcdef0") is False  # the CPI still works
         after = moto_env.inventory(ec2)
         for instance_id in after["instances"] - before.get("instances", set()):
