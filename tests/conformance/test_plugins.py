@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 
 from tests.support.runner import DIRECTOR_ENV, ROOT, Cpi, check_envelope

@@ -6,9 +6,7 @@ bin/cpi runs as the director runs it: environment wiped to PATH, no HOME, cwd "/
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.lifecycle.local_target import LocalTarget, pid_alive
-from tests.support.runner import BIN_CPI, DIRECTOR_ENV, Cpi
+from tests.support.runner import BIN_CPI, DIRECTOR_ENV
 
 MIB = 1024 * 1024
 

@@ -4,7 +4,6 @@ PATH only, no HOME, an unrelated working directory, one JSON request on stdin.""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
