@@ -222,6 +222,13 @@ def call(
     return retrying(attempt)
 
 
+def unsure(classifier: Callable[..., Classifier], exc: BaseException) -> bool:
+    """Whether a failed request may nevertheless have been carried out (a dropped
+    connection, a read timeout): `classifier(idempotent=...)` would retry it only if it
+    were safe to repeat."""
+    return not classifier(idempotent=False)(exc).retryable and classifier(idempotent=True)(exc).retryable
+
+
 def retrying(*, classify: Classifier, what: str | None = None, budget: float = DEFAULT_BUDGET,
              max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Decorator form of `call`: `what` defaults to the function's name."""

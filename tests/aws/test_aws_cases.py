@@ -369,6 +369,28 @@ def test_attach_waits_while_the_old_vm_lets_go(cpi, make_cpi, account, xen_vm):
     cpi("delete_disk", disk_cid)
 
 
+def test_requests_whose_answer_was_lost_are_neither_failed_nor_repeated(cpi, make_cpi, account, xen_vm, ec2):
+    """EC2 carried the request out but the connection dropped before its answer. A create
+    is sent again with the same ClientToken (EC2, and the proxy for moto, then answer with
+    what the first made); an attach or detach sent again is told the work is done, and the
+    CPI takes that as the earlier attempt's success."""
+    before = moto_env.inventory(ec2)["volumes"]
+    with FaultProxy(account.endpoint) as proxy:
+        proxied = make_cpi(ec2_endpoint=proxy.url)
+        for action in ("CreateVolume", "AttachVolume", "DetachVolume"):
+            proxy.inject(rf"^{action}$", "lost")
+        disk_cid = proxied("create_disk", 1024, {}, xen_vm)
+        assert moto_env.inventory(ec2)["volumes"] - before == {disk_cid}
+        assert proxied("attach_disk", xen_vm, disk_cid) == "/dev/sdf"
+        response = proxied.call("detach_disk", xen_vm, disk_cid)
+        assert response.error is None, response.error
+        assert "an earlier attempt, whose answer was lost, was carried out" in response.log
+        assert {action: proxy.by_action[action] for action in ("CreateVolume", "AttachVolume", "DetachVolume")} == {
+            "CreateVolume": 2, "AttachVolume": 2, "DetachVolume": 2}
+    assert not ec2.describe_volumes(VolumeIds=[disk_cid])["Volumes"][0]["Attachments"]
+    cpi("delete_disk", disk_cid)
+
+
 # ---------------------------------------------------------------- stemcells
 
 

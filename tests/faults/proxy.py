@@ -104,6 +104,7 @@ class FaultProxy:
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._tokens = self.burst
+        self._answered_tokens: dict[tuple[str, str], tuple[int, str, list, bytes]] = {}
         self._refilled = time.monotonic()
         self._server: ThreadingHTTPServer | None = None
 
@@ -208,7 +209,7 @@ class FaultProxy:
         kind = rule.kind if rule else choice
         reason = None
         if kind in (None, "lost"):
-            status, reason, headers, payload = self._forward(handler, body)
+            status, reason, headers, payload = self._forward_once(handler, body, action)
         elif kind == "drop":
             status, headers, payload = None, [], b""
         else:
@@ -287,6 +288,24 @@ class FaultProxy:
         status = explicit or (400 if rule else 500)
         message = (rule.code if rule else "") or "injected by the fault proxy"
         return status, {"Content-Type": "application/json"}, json.dumps({"error": {"code": status, "message": message}}).encode()
+
+    def _forward_once(self, handler: BaseHTTPRequestHandler, body: bytes, action: str) -> tuple[int, str, list, bytes]:
+        """EC2 answers a request repeating an earlier one's ClientToken with the earlier
+        answer instead of acting twice; moto does not, so the proxy does it for it: a
+        `lost` answer to a create is then as harmless here as on EC2."""
+        token = None
+        if self.flavor == "aws":
+            token = urllib.parse.parse_qs(body.decode(errors="replace")).get("ClientToken", [None])[0]
+        if token is not None:
+            with self._lock:
+                earlier = self._answered_tokens.get((action, token))
+            if earlier is not None:
+                return earlier
+        answer = self._forward(handler, body)
+        if token is not None and answer[0] < 300:
+            with self._lock:
+                self._answered_tokens[(action, token)] = answer
+        return answer
 
     def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, str, list, bytes]:
         """Pass the request on as a direct client would send it: with the upstream's own

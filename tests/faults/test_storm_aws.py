@@ -40,7 +40,7 @@ def test_32_processes_through_faults_and_a_rate_limit(account, tmp_path):
     ec2 = account.ec2()
     before = moto_env.inventory(ec2)
     with FaultProxy(account.endpoint, flavor="aws", fault_rate=0.3, rate_limit=40, burst=20,
-                    kinds=("throttle", "unavailable", "drop"), seed=7) as proxy:
+                    kinds=("throttle", "unavailable", "drop", "lost"), seed=7) as proxy:
         cpi = Cpi(storm_config(account, proxy, tmp_path))
         stemcell = cpi("create_stemcell", "", {"ami": {moto_env.REGION: account.ami_id}})
         network = {"default": {"type": "dynamic", "cloud_properties": {"subnet": account.subnet_id}}}
@@ -49,7 +49,7 @@ def test_32_processes_through_faults_and_a_rate_limit(account, tmp_path):
         assert len(set(vms)) == storm.WORKERS
         stats = dict(proxy.stats)
     # the proxy really was hostile, and the CPI rode it out
-    assert stats["throttled"] > 10 and stats["unavailable"] > 5 and stats["drop"] > 5, stats
+    assert stats["throttled"] > 10 and stats["unavailable"] > 5 and stats["drop"] > 5 and stats["lost"] > 5, stats
     after = moto_env.inventory(ec2)
     leaked = {kind: sorted(ids - before.get(kind, set())) for kind, ids in after.items()}
     assert not any(leaked.values()), f"leaked {leaked}"

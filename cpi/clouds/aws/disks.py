@@ -295,6 +295,10 @@ class Disks:
             if error_code == "IncorrectState" and "detaching" in errors.message(exc):
                 log.info("disk %s is already detaching from %s", disk_cid, vm_cid)
                 response = {}
+            elif error_code in ("IncorrectState", "InvalidAttachment.NotFound") and getattr(exc, "after_unknown_outcome", False):
+                log.info("detach of %s from %s: an earlier attempt, whose answer was lost, was carried out",
+                         disk_cid, vm_cid)
+                response = {}
             elif error_code in ("IncorrectState", "InvalidAttachment.NotFound"):
                 raise DiskNotAttached(f"disk '{disk_cid}' is not attached to VM '{vm_cid}'") from None
             else:

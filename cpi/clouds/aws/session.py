@@ -297,8 +297,22 @@ class Aws:
             # does not know it either
             full = client if service in self._full_model_services else self._full_model_client(service)
             method = getattr(full, name)
+        earlier_unsure = False
+
+        def send() -> dict[str, Any]:
+            # an error after an attempt that may have been carried out says so
+            # (`after_unknown_outcome`): e.g. a DetachVolume whose answer was lost is then
+            # repeated and told the volume is not attached
+            nonlocal earlier_unsure
+            try:
+                return method(**params)
+            except Exception as exc:
+                exc.after_unknown_outcome = earlier_unsure
+                earlier_unsure = earlier_unsure or retry.unsure(errors.classifier, exc)
+                raise
+
         return retry.call(
-            lambda: method(**params),
+            send,
             classify=errors.classifier(idempotent=idempotent, also=also),
             what=f"{service}:{operation}",
             budget=self.properties.retry_budget_seconds if budget is None else budget,

@@ -146,9 +146,9 @@ def classifier(*, idempotent: bool, also: Callable[[ApiError], bool] | None = No
 
 
 def unsure(exc: BaseException) -> bool:
-    """Whether a failed request may nevertheless have been carried out: retryable if it were
-    safe to repeat, not otherwise (a dropped connection, a read timeout, a 500/502/504)."""
-    return not classifier(idempotent=False)(exc).retryable and classifier(idempotent=True)(exc).retryable
+    """Whether a failed request may nevertheless have been carried out (a dropped
+    connection, a read timeout, a 500/502/504)."""
+    return retry.unsure(classifier, exc)
 
 
 def _connection_verdict(exc: BaseException, idempotent: bool) -> retry.Verdict:
