@@ -132,3 +132,13 @@ def test_keystone_refusals_on_the_token_request(status, retry_after, kind):
     verdict = errors.classifier(idempotent=True)(exc)
     assert verdict.kind is kind
     assert verdict.retry_after == (float(retry_after) if retry_after else None)
+
+
+def test_out_of_retries_a_create_still_looks_for_what_its_last_attempt_made(api):
+    api.properties = api.properties.model_copy(update={"max_retries": 0})
+    adapter = use(api, Adapter(DROPPED))
+    created = api.create("compute", "/servers", {}, key="server", find=lambda: {"id": "s-made"})
+    assert created == {"id": "s-made"} and len(adapter.sent) == 1
+    use(api, Adapter(DROPPED))
+    with pytest.raises(ksa.ConnectFailure):
+        api.create("compute", "/servers", {}, key="server", find=lambda: None)

@@ -306,7 +306,17 @@ class OpenStack:
         a look for the resource before sending again, so a busy cloud costs neither a failed
         call nor a duplicate. (A request still in the service's hands when its connection
         dropped can escape the look; the read timeout is long enough to make that rare.)"""
-        result = self.request(service, "POST", path, json=body, find=find, **kwargs)
+        try:
+            result = self.request(service, "POST", path, json=body, find=find, **kwargs)
+        except Exception as exc:
+            if find is None or not errors.unsure(exc):
+                raise
+            found = find()  # out of retries, the last attempt's outcome unknown too: a last look
+            if found is None:
+                raise
+            log.warning("%s %s: the last attempt was carried out after all: using what it made (%s)", service,
+                        _path_only(path), found.get("id", "?"))
+            return found
         return result if isinstance(result, dict) else _json(result)[key]
 
     def get(self, service: str, path: str, **kwargs: Any) -> Any:
