@@ -3,9 +3,26 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+
+MIB_PER_GIB = 1024
+
+
+def gib(size_mib: int) -> int:
+    """IaaS volumes are sized in whole GiB, BOSH speaks MiB: round up, at least 1 (as the
+    Ruby CPIs do)."""
+    return max(1, math.ceil(size_mib / MIB_PER_GIB))
+
+
+class StrictModel(BaseModel):
+    """Config sections and cloud_properties: an unknown key is an error (a misspelt
+    property must not be silently ignored); schemas are built on first use, off the
+    start-up path of the calls that never validate them."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class CallContext(BaseModel):

@@ -14,9 +14,9 @@ from cpi.clouds.aws.props import (
     NetworkCloudProperties,
     StemcellCloudProperties,
     VMCloudProperties,
-    gib,
 )
 from cpi.errors import CpiError
+from cpi.models import gib
 from cpi.validation import parse
 
 STATIC = {"region": "eu-west-1", "access_key_id": "AKIAEXAMPLE", "secret_access_key": "s3cr3t-value"}

@@ -15,11 +15,11 @@ from pydantic import ValidationError
 from cpi import retry, waits
 from cpi.clouds.openstack import errors, flavors, networks, tags
 from cpi.clouds.openstack.disks import Disks, _hint
-from cpi.clouds.openstack.props import OpenStackProperties, VMCloudProperties, gib
+from cpi.clouds.openstack.props import OpenStackProperties, VMCloudProperties
 from cpi.clouds.openstack.stemcells import Stemcells, _RootImage
 from cpi.clouds.openstack.waits import poll_schedule
 from cpi.errors import CloudError, CpiError, VMCreationFailed
-from cpi.models import Network, VMResources
+from cpi.models import Network, VMResources, gib
 
 MINIMAL = {"auth_url": "http://127.0.0.1:5000/v3", "username": "u", "api_key": "pw-Sekr1t", "project": "p",
            "domain": "default"}

@@ -28,10 +28,11 @@ from cpi.errors import (
     VMNotFound,
 )
 from cpi.locks import locked
+from cpi.models import gib
 from cpi.validation import parse
 
 from . import errors, lookups, tags
-from .props import AwsProperties, DiskCloudProperties, gib
+from .props import AwsProperties, DiskCloudProperties
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")

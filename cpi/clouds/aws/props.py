@@ -13,7 +13,6 @@ No boto3/botocore here: `info` imports this module.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import tempfile
@@ -30,27 +29,18 @@ from pydantic import (
     model_validator,
 )
 
+from cpi.models import StrictModel as _Strict
+
 VolumeType = Literal["gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"]
 #: Volume types whose IOPS can be provisioned, and those that need it.
 IOPS_TYPES = ("gp3", "io1", "io2")
 IOPS_REQUIRED = ("io1", "io2")
-
-MIB_PER_GIB = 1024
-
-
-def gib(size_mib: int) -> int:
-    """EBS sizes are whole GiB; BOSH speaks MiB (rounded up, as the Ruby CPI does)."""
-    return max(1, math.ceil(size_mib / MIB_PER_GIB))
 
 
 def _with_scheme(url: str | None) -> str | None:
     if url and "://" not in url:
         return f"https://{url}"
     return url
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 # ---------------------------------------------------------------- shared pieces

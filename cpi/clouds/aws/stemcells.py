@@ -25,10 +25,11 @@ from typing import IO, Any
 
 from cpi import waits
 from cpi.errors import CloudError
+from cpi.models import gib
 from cpi.validation import parse
 
 from . import errors, lookups, tags
-from .props import AwsProperties, StemcellCloudProperties, gib
+from .props import AwsProperties, StemcellCloudProperties
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")

@@ -20,7 +20,7 @@ from typing import Any
 
 from cpi import agent_env, retry, waits
 from cpi.errors import BoshError, CloudError, VMCreationFailed
-from cpi.models import Network, VMResources
+from cpi.models import Network, VMResources, gib
 from cpi.validation import parse
 
 from . import errors, ids, lookups, tags
@@ -30,7 +30,6 @@ from .props import (
     NetworkCloudProperties,
     VipCloudProperties,
     VMCloudProperties,
-    gib,
 )
 from .session import Aws
 

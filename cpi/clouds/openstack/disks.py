@@ -26,10 +26,11 @@ from cpi.errors import (
     NotSupported,
     VMNotFound,
 )
+from cpi.models import gib
 from cpi.validation import parse
 
 from . import errors, tags
-from .props import DiskCloudProperties, OpenStackProperties, gib
+from .props import DiskCloudProperties, OpenStackProperties
 from .session import VOLUME_EXTEND_IN_USE_MICROVERSION, OpenStack
 from .vms import Vms, _quote
 from .waits import poll_schedule

@@ -10,7 +10,6 @@ No openstacksdk or keystoneauth1 here: `info` imports this module.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Literal
 
@@ -25,7 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-MIB_PER_GIB = 1024
+from cpi.models import StrictModel as _Strict
+
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 
 #: The service types `endpoint_overrides` may name (catalog types and their aliases).
@@ -37,17 +37,8 @@ _INTERFACES = {"publicurl": "public", "public": "public", "internalurl": "intern
                "adminurl": "admin", "admin": "admin"}
 
 
-def gib(size_mib: int) -> int:
-    """Cinder sizes are whole GiB; BOSH speaks MiB (rounded up, at least 1)."""
-    return max(1, math.ceil(size_mib / MIB_PER_GIB))
-
-
 def looks_like_uuid(value: str) -> bool:
     return bool(_UUID.match(value))
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 # ---------------------------------------------------------------- cpi.json: cloud.properties.openstack
