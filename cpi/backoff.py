@@ -17,16 +17,22 @@ kept in a small state file:
 The file is read and replaced under an flock (released by the kernel if its holder dies)
 with atomic renames, so a process killed at any point leaves a valid state; an unreadable
 file is treated as fresh. After a quiet spell the rate is forgotten.
+
+The state directory is the CPI user's own (~/.cache/bosh-cpi/throttle by default, never a
+fixed name in a shared temp dir that another local user could make first): created 0700,
+refused when anyone else could tamper with it (cpi.private), its files opened without
+following links. A file is named by a hash of its key, so nothing from an endpoint URL
+(such as a password in it) becomes a file name; the key, stripped of any user info, is
+kept inside the file for whoever looks.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
-import re
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -35,12 +41,31 @@ from typing import Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cpi import private
+
 log = logging.getLogger("cpi.backoff")
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+#: The setting that chooses the state directory, as errors name it.
+STATE_DIR_SETTING = "cloud.properties.throttle.state_dir"
 
 
 def default_state_dir() -> Path:
-    return Path(tempfile.gettempdir()) / f"bosh-cpi-{os.getuid()}" / "throttle"
+    return private.cache_dir("throttle", STATE_DIR_SETTING)
+
+
+def endpoint_key(url: str) -> str:
+    """`host[:port]` of an endpoint URL, without any `user:password@` in front: what a
+    shared key (and so a log line) may carry of an endpoint."""
+    from urllib.parse import urlsplit
+
+    netloc = urlsplit(url).netloc if "://" in url else url
+    return netloc.rpartition("@")[2]
+
+
+def _readable(key: str) -> str:
+    """The key as logged and kept inside its file: callers build keys from endpoint_key,
+    but should user info slip in, it never goes further than the hashed file name."""
+    return "<redacted>@" + key.rpartition("@")[2] if "@" in key else key
 
 
 class ThrottleConfig(BaseModel):
@@ -49,8 +74,11 @@ class ThrottleConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = Field(True, description="Share backoff between the CPI processes on this machine.")
-    state_dir: Path = Field(
-        default_factory=default_state_dir, description="Where the shared rate of each endpoint is kept."
+    state_dir: Path | None = Field(
+        None,
+        description="Where the shared rate of each endpoint is kept: a directory of the CPI's user, created "
+        "0700 and refused if anyone else can write to it. Default: `~/.cache/bosh-cpi/throttle` in the CPI "
+        "user's home.",
     )
     max_rate: float = Field(
         20.0, gt=0, description="Requests per second all CPI processes together start at and return to."
@@ -75,20 +103,19 @@ class _State:
 class SharedLimiter:
     def __init__(self, key: str, config: ThrottleConfig, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep):
-        self.key = key
+        self.key = _readable(key)
         self.config = config
         self.clock = clock
         self.sleep = sleep
-        directory = Path(config.state_dir)
-        directory.mkdir(parents=True, exist_ok=True)
-        name = _SAFE.sub("_", key)
+        directory = private.private_dir(config.state_dir or default_state_dir(), STATE_DIR_SETTING)
+        name = hashlib.sha256(key.encode()).hexdigest()[:32]
         self._path = directory / f"{name}.json"
         self._lock_path = directory / f"{name}.lock"
         self.waited = 0.0
 
     @contextmanager
     def _state(self) -> Iterator[_State]:
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = private.open_nofollow(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             now = self.clock()
@@ -108,8 +135,12 @@ class SharedLimiter:
 
     def _read(self, now: float) -> _State:
         try:
-            state = _State(**json.loads(self._path.read_text()))
-        except (OSError, ValueError, TypeError):
+            fd = private.open_nofollow(self._path, os.O_RDONLY)
+            with os.fdopen(fd, "rb") as handle:
+                document = json.loads(handle.read(65536))
+            document.pop("key", None)
+            state = _State(**document)
+        except (OSError, ValueError, TypeError, AttributeError):
             return self._fresh(now)
         if state.last_throttled and now - state.last_throttled > self.config.forget_after:
             return self._fresh(now)
@@ -117,9 +148,7 @@ class SharedLimiter:
         return state
 
     def _write(self, state: _State) -> None:
-        tmp = self._path.with_name(f".{self._path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(state)))
-        os.replace(tmp, self._path)
+        private.replace_file(self._path, json.dumps({"key": self.key, **asdict(state)}).encode())
 
     def acquire(self, what: str = "request") -> None:
         """Wait for this process's turn; returns when it may send one request."""

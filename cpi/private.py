@@ -10,7 +10,9 @@ someone else could have swapped out. Files inside are opened with O_NOFOLLOW.
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -66,7 +68,13 @@ def private_dir(path: Path | str, what: str) -> Path:
 
     An existing directory of this user's that others could only read is tightened to 0700;
     one that is a symlink, owned by someone else, or writable by others is refused, naming
-    `what` (the setting that chose it) so the operator knows what to change."""
+    `what` (the setting that chose it) so the operator knows what to change.
+
+    The directories above are checked before anything is created (so nothing is made below
+    a directory someone else controls) and again afterwards: a parent another user slipped
+    in while we created it (a race on a missing parent in a sticky directory) is caught, and
+    once every directory on the way is ours or root's and not writable by others, nobody
+    else can change it any more."""
     path = Path(path)
     if not path.is_absolute():
         raise CpiError(f"{what} must be an absolute path, got '{path}'")
@@ -84,23 +92,62 @@ def private_dir(path: Path | str, what: str) -> Path:
         except OSError as exc:
             raise CpiError(f"{what}: cannot create {directory}: {exc.strerror}") from None
     try:
-        info = os.lstat(path)
+        # the directory itself through a descriptor: a symlink swapped in is refused, never
+        # followed, and what is checked is what gets tightened
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        raise CpiError(f"{what}: cannot inspect {path}: {exc.strerror}") from None
-    if stat.S_ISLNK(info.st_mode):
-        raise NotPrivate(f"{what}: {path} is a symlink; refusing to use it")
-    if not stat.S_ISDIR(info.st_mode):
-        raise CpiError(f"{what}: {path} exists and is not a directory")
-    if info.st_uid != os.geteuid():
-        raise NotPrivate(f"{what}: {path} is owned by uid {info.st_uid}, not by this user ({os.geteuid()})")
-    mode = stat.S_IMODE(info.st_mode)
-    if mode & 0o022:
-        raise NotPrivate(f"{what}: {path} is writable by other users (mode {mode:o}); it must be 0700")
-    if mode & 0o077:
-        os.chmod(path, 0o700, follow_symlinks=False)
+        if os.path.islink(path):
+            raise NotPrivate(f"{what}: {path} is a symlink; refusing to use it") from None
+        if exc.errno == errno.ENOTDIR:
+            raise CpiError(f"{what}: {path} exists and is not a directory") from None
+        raise CpiError(f"{what}: cannot open {path}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.geteuid():
+            raise NotPrivate(f"{what}: {path} is owned by uid {info.st_uid}, not by this user ({os.geteuid()})")
+        mode = stat.S_IMODE(info.st_mode)
+        if mode & 0o022:
+            raise NotPrivate(f"{what}: {path} is writable by other users (mode {mode:o}); it must be 0700")
+        if mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    _check_ancestors(path.parent, what)
     return path
 
 
 def open_nofollow(path: Path | str, flags: int, mode: int = 0o600) -> int:
     """os.open that never follows a symlink at the last component (ELOOP instead)."""
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+
+
+def replace_file(path: Path | str, data: bytes, mode: int = 0o600) -> None:
+    """Replace `path` atomically with `data` (a file of mode `mode`): written to a new
+    temporary name next to it (O_EXCL, never through a link), then renamed over it, so a
+    process killed at any point leaves the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass  # never created or already renamed
+        raise
+
+
+def cache_dir(name: str, what: str) -> Path:
+    """The default home of `name`: ~/.cache/bosh-cpi/<name>, in the CPI user's own home
+    (from $HOME, or the password database when, as under a director, there is no HOME).
+    Never a fixed name in a shared temp dir, where any local user could make it first."""
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):
+        raise CpiError(
+            f"{what} is not set and this user (uid {os.geteuid()}) has no home directory to keep it in; set {what}"
+        ) from None
+    return home / ".cache" / "bosh-cpi" / name

@@ -17,6 +17,11 @@ def config(tmp_path, **kw) -> ThrottleConfig:
     return ThrottleConfig(state_dir=tmp_path, **kw)
 
 
+def state_file(tmp_path, key="ec2"):
+    """The state file of `key` (named by a hash of the key)."""
+    return SharedLimiter(key, config(tmp_path))._path
+
+
 class FakeClock:
     def __init__(self):
         self.now = 1000.0
@@ -46,15 +51,15 @@ def test_throttle_cuts_rate_blocks_until_retry_after_and_recovers(tmp_path):
     b = SharedLimiter("ec2", cfg, clock=clock, sleep=clock.sleep)  # a sibling process
     a.acquire()
     a.throttled(retry_after=3.0)
-    state = json.loads((tmp_path / "ec2.json").read_text())
+    state = json.loads(state_file(tmp_path).read_text())
     assert state["rate"] == pytest.approx(8 * 0.7) and state["not_before"] == pytest.approx(1003.0)
     a.throttled(retry_after=3.0)  # a sibling throttled in the same second: no second cut
-    assert json.loads((tmp_path / "ec2.json").read_text())["rate"] == pytest.approx(8 * 0.7)
+    assert json.loads(state_file(tmp_path).read_text())["rate"] == pytest.approx(8 * 0.7)
     b.acquire()  # the sibling waits too
     assert clock.now >= 1003.0
     for _ in range(200):
         b.succeeded()
-    assert json.loads((tmp_path / "ec2.json").read_text())["rate"] == 8  # back to the maximum
+    assert json.loads(state_file(tmp_path).read_text())["rate"] == 8  # back to the maximum
 
 
 def test_rate_is_forgotten_after_a_quiet_spell(tmp_path):
@@ -64,14 +69,14 @@ def test_rate_is_forgotten_after_a_quiet_spell(tmp_path):
     limiter.throttled()
     clock.now += 61
     limiter.acquire()
-    assert json.loads((tmp_path / "ec2.json").read_text())["rate"] == 8
+    assert json.loads(state_file(tmp_path).read_text())["rate"] == 8
 
 
 def test_corrupt_state_is_treated_as_fresh(tmp_path):
-    (tmp_path / "ec2.json").write_text("{half a document")
+    state_file(tmp_path).write_text("{half a document")
     limiter = SharedLimiter("ec2", config(tmp_path))
     limiter.acquire()
-    assert json.loads((tmp_path / "ec2.json").read_text())["rate"] == 20
+    assert json.loads(state_file(tmp_path).read_text())["rate"] == 20
 
 
 def _worker(state_dir, count, results):
@@ -105,7 +110,7 @@ def _hold_lock(lock_path, ready):
 
 def test_a_process_killed_holding_the_lock_blocks_nobody(tmp_path):
     ready = multiprocessing.Event()
-    holder = multiprocessing.Process(target=_hold_lock, args=(str(tmp_path / "ec2.lock"), ready))
+    holder = multiprocessing.Process(target=_hold_lock, args=(str(SharedLimiter("ec2", config(tmp_path))._lock_path), ready))
     holder.start()
     assert ready.wait(10)
     os.kill(holder.pid, signal.SIGKILL)
@@ -113,3 +118,59 @@ def test_a_process_killed_holding_the_lock_blocks_nobody(tmp_path):
     started = time.monotonic()
     SharedLimiter("ec2", config(tmp_path)).acquire()
     assert time.monotonic() - started < 1.0
+
+
+def test_file_names_carry_no_part_of_the_key(tmp_path):
+    """A password in an endpoint URL must not become a file name; the key inside the file
+    has any user info masked."""
+    key = "aws-ec2-us-east-1-bosh:hunter2@ec2.example:443"
+    limiter = SharedLimiter(key, config(tmp_path))
+    limiter.acquire()
+    limiter.throttled(0.0)
+    names = [p.name for p in tmp_path.iterdir()]
+    assert names and not any("hunter2" in n or "ec2" in n for n in names), names
+    assert "hunter2" not in limiter._path.read_text()
+    assert json.loads(limiter._path.read_text())["key"] == "<redacted>@ec2.example:443"
+
+
+def test_endpoint_key_drops_user_info():
+    from cpi.backoff import endpoint_key
+
+    assert endpoint_key("https://bosh:pa%40ss@ec2.example:8443/path?x=1") == "ec2.example:8443"
+    assert endpoint_key("https://ec2.example") == "ec2.example"
+
+
+def test_state_dir_is_made_private_and_links_inside_are_not_followed(tmp_path):
+    state_dir = tmp_path / "throttle"
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    limiter = SharedLimiter("ec2", config(state_dir))
+    assert (state_dir.stat().st_mode & 0o777) == 0o700
+    limiter._lock_path.symlink_to(victim)
+    with pytest.raises(OSError):
+        limiter.acquire()
+    limiter._lock_path.unlink()
+    limiter._path.symlink_to(victim)
+    limiter.acquire()  # a link where the state was: read as fresh, replaced by a file
+    assert victim.read_text() == "untouched"
+    assert not limiter._path.is_symlink()
+
+
+def test_a_state_dir_others_can_write_is_refused(tmp_path):
+    from cpi.errors import CpiError
+
+    state_dir = tmp_path / "throttle"
+    state_dir.mkdir()
+    state_dir.chmod(0o777)
+    with pytest.raises(CpiError, match="cloud.properties.throttle.state_dir"):
+        SharedLimiter("ec2", config(state_dir))
+    assert list(state_dir.iterdir()) == []
+
+
+def test_default_state_dir_is_in_the_users_home(monkeypatch, tmp_path):
+    from cpi import backoff
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert backoff.default_state_dir() == tmp_path / ".cache" / "bosh-cpi" / "throttle"
+    SharedLimiter("ec2", ThrottleConfig()).acquire()
+    assert (tmp_path / ".cache" / "bosh-cpi" / "throttle").stat().st_mode & 0o777 == 0o700
