@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from cpi.clouds.aws.cloud import AwsCloud
-from cpi.clouds.aws.props import reference_markdown
+from cpi.reference import markdown
 from tests.support.runner import ROOT
 
 
 def test_committed_reference_matches_the_models():
     committed = ROOT / "docs" / "aws.md"
-    expected = reference_markdown()
-    assert committed.read_text() == expected, (
-        "docs/aws.md is stale: python -c 'from cpi.clouds.aws.props import reference_markdown as r; "
-        "print(r(), end=\"\")' > docs/aws.md"
+    assert committed.read_text() == markdown(AwsCloud), (
+        "docs/aws.md is stale: .venv/bin/python -m cpi.cli props aws > docs/aws.md"
     )
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from pathlib import Path
 from typing import Any
 
 from cpi import waits
@@ -198,7 +197,7 @@ class Disks:
     # ------------------------------------------------------------ attach / detach
 
     def attach(self, vm_cid: str, disk_cid: str) -> str:
-        with locked(Path(self.properties.locks), vm_cid, timeout=self.properties.volume_wait_timeout):
+        with locked(self.properties.lock_directory(), vm_cid, timeout=self.properties.volume_wait_timeout):
             return self._attach(vm_cid, disk_cid)
 
     def _attach(self, vm_cid: str, disk_cid: str) -> str:
@@ -280,7 +279,7 @@ class Disks:
         return transient
 
     def detach(self, vm_cid: str, disk_cid: str) -> None:
-        with locked(Path(self.properties.locks), vm_cid, timeout=self.properties.volume_wait_timeout):
+        with locked(self.properties.lock_directory(), vm_cid, timeout=self.properties.volume_wait_timeout):
             self._detach(vm_cid, disk_cid)
 
     def _detach(self, vm_cid: str, disk_cid: str) -> None:

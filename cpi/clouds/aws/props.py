@@ -2,7 +2,7 @@
 
 Every key a user can write is here, with a description and its constraints; a bad value
 fails the call with an error naming the key and what is allowed (cpi.validation.parse).
-docs/aws.md is generated from these models (`reference_markdown()`, `cpi props aws`) and
+docs/aws.md is generated from these models (`cpi props aws`, through cpi.reference) and
 a test keeps the two in step, so the docs cannot drift from what the code accepts.
 
 Limits AWS changes over time (gp3 IOPS ceilings, instance-type names) are left for EC2
@@ -13,9 +13,8 @@ No boto3/botocore here: `info` imports this module.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
@@ -29,7 +28,11 @@ from pydantic import (
     model_validator,
 )
 
+from cpi import private
 from cpi.models import StrictModel as _Strict
+
+#: The setting that chooses the lock directory, as errors name it.
+LOCK_DIR_SETTING = "cloud.properties.aws.lock_dir"
 
 VolumeType = Literal["gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"]
 #: Volume types whose IOPS can be provisioned, and those that need it.
@@ -208,8 +211,9 @@ class AwsProperties(_Strict):
     lock_dir: str | None = Field(
         None,
         description="Directory for the lock files that keep two CPI processes on this host from "
-        "attaching or detaching disks of the same VM at once (created if missing). "
-        "Default: `bosh-cpi-aws-<uid>` in the temporary directory.",
+        "attaching or detaching disks of the same VM at once: a directory of the CPI's user, created 0700 "
+        "and refused if anyone else owns it or can write to it. "
+        "Default: `~/.cache/bosh-cpi/aws-locks` in the CPI user's home.",
     )
     slim_models: StrictBool = Field(
         True,
@@ -242,9 +246,12 @@ class AwsProperties(_Strict):
     def signing_region(self) -> str:
         return self.region or "us-east-1"
 
-    @property
-    def locks(self) -> str:
-        return self.lock_dir or os.path.join(tempfile.gettempdir(), f"bosh-cpi-aws-{os.getuid()}")
+    def lock_directory(self) -> Path:
+        """The lock directory, created or checked private to the CPI's user (cpi.private):
+        never a fixed name in a shared temp dir, where another local user could make it
+        first and plant links in it."""
+        chosen = self.lock_dir or private.cache_dir("aws-locks", LOCK_DIR_SETTING)
+        return private.private_dir(chosen, LOCK_DIR_SETTING)
 
 
 # ---------------------------------------------------------------- vm_type cloud_properties
@@ -432,16 +439,3 @@ class StemcellCloudProperties(BaseModel):
     @property
     def unknown_keys(self) -> list[str]:
         return sorted(self.model_extra or {})
-
-
-# ---------------------------------------------------------------- the reference (docs/aws.md)
-
-
-def reference_markdown() -> str:
-    """docs/aws.md: every property and cloud_property, rendered by the shared generator
-    (cpi.reference) from these models, as `cpi props aws` prints it."""
-    from cpi.reference import markdown
-
-    from .cloud import AwsCloud
-
-    return markdown(AwsCloud)

@@ -22,9 +22,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from cpi import retry
+from cpi import backoff, retry
 from cpi.errors import CloudError
 
 from . import errors
@@ -318,7 +317,7 @@ class Aws:
             budget=self.properties.retry_budget_seconds if budget is None else budget,
             max_attempts=self.properties.max_retries + 1,
             # EC2 throttles per account, region and API: so do the CPI processes on this host
-            shared=f"aws-{service}-{self.properties.signing_region}-{urlsplit(client.meta.endpoint_url).netloc}",
+            shared=f"aws-{service}-{self.properties.signing_region}-{backoff.endpoint_key(client.meta.endpoint_url)}",
         )
 
     def ec2(self, operation: str, **kwargs: Any) -> dict[str, Any]:
