@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from cpi import retry, waits
+from cpi.errors import CpiError
 from cpi.clouds.openstack import errors, flavors, networks, tags
 from cpi.clouds.openstack.disks import Disks, _hint
 from cpi.clouds.openstack.props import OpenStackProperties, VMCloudProperties
@@ -399,7 +400,44 @@ def test_token_cache_is_private_and_keyed_by_the_secret(tmp_path):
     assert not TokenCache(directory, props(username="someone-else")).load(FakePlugin())
 
     directory.chmod(0o755)
-    assert not TokenCache(directory, props()).load(FakePlugin()), "a directory others can read is refused"
+    assert TokenCache(directory, props()).load(FakePlugin()), "a directory others could only read is tightened"
+    assert directory.stat().st_mode & 0o777 == 0o700
+
+    directory.chmod(0o777)
+    with pytest.raises(CpiError, match="token_cache_dir"):
+        TokenCache(directory, props()).load(FakePlugin())
+    directory.chmod(0o700)
+
+
+def test_links_in_the_token_cache_are_never_followed(tmp_path):
+    from cpi.clouds.openstack.tokens import TokenCache
+
+    directory, victim = tmp_path / "tokens", tmp_path / "victim"
+    victim.write_text("untouched")
+    cache = TokenCache(directory, props())
+    path = cache.path()
+    path.symlink_to(victim)
+    plugin = FakePlugin()
+    assert not cache.load(plugin) and plugin.state is None, "a link is not a kept token"
+    cache.save(FakePlugin('{"auth_token": "tok-2"}'))
+    assert victim.read_text() == "untouched" and not path.is_symlink()
+    assert TokenCache(directory, props()).load(plugin) and plugin.state == '{"auth_token": "tok-2"}'
+
+
+def test_default_token_cache_is_in_the_users_home(monkeypatch, tmp_path):
+    from cpi.clouds.openstack.tokens import default_directory
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_directory() == tmp_path / ".cache" / "bosh-cpi" / "openstack-tokens"
+
+
+def test_shared_keys_and_errors_carry_no_user_info():
+    from cpi.clouds.openstack.errors import to_cloud_error
+    from cpi.clouds.openstack.session import _shared_key
+
+    assert _shared_key("compute", "https://bosh:hunter2@nova.example:8774/v2.1") == "openstack-compute-nova.example:8774"
+    message = str(to_cloud_error(ConnectionRefusedError("refused"), "create_vm", "bosh", "https://bosh:hunter2@ks:5000/v3"))
+    assert "hunter2" not in message
 
 
 # ---------------------------------------------------------------- load balancer pools

@@ -202,7 +202,12 @@ def summary(exc: BaseException) -> str:
 
 def to_cloud_error(exc: BaseException, what: str, identity: str, auth_url: str) -> CloudError:
     """The CloudError for an OpenStack failure no caller expected. Names the request and the
-    service's answer; for auth failures, the identity Keystone refused (never a secret)."""
+    service's answer; for auth failures, the identity Keystone refused (never a secret, nor
+    a `user:password@` written into auth_url)."""
+    if "@" in auth_url:
+        scheme, _, rest = auth_url.partition("://")
+        host, slash, path = rest.partition("/")
+        auth_url = f"{scheme}://{host.rpartition('@')[2]}{slash}{path}"
     if isinstance(exc, ApiError):
         if exc.status == 401:
             return CloudError(f"{what}: {exc.service} refused the token ({exc.message}); authenticated as {identity}")

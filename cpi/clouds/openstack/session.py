@@ -24,12 +24,11 @@ import re
 import tempfile
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cpi import retry
+from cpi import backoff, retry
 
 from . import errors
 from .props import OpenStackProperties
@@ -371,7 +370,7 @@ def _shared_key(service: str, endpoint: str) -> str:
     """The name under which every CPI process on this machine shares one backoff rate:
     OpenStack rate-limits per API service (Nova's and Neutron's limits are separate, and
     so are the load balancers in front of them), so one key per service and host."""
-    return f"openstack-{service}-{urllib.parse.urlsplit(endpoint).netloc}"
+    return f"openstack-{service}-{backoff.endpoint_key(endpoint)}"
 
 
 def _remove(path: str) -> None:
