@@ -1,4 +1,5 @@
-"""Crash-safe file writes: a process killed at any point leaves the old file or the new one."""
+"""Crash-safe file writes: a process killed at any point leaves the old file or the new one
+(and at worst a hidden temp file beside it, in the directory of the resource it belongs to)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,28 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cpi.failpoints import reached
+from cpi.private import open_nofollow
+
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # mkstemp creates with O_EXCL (never through a planted link) and mode 0600
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
+        reached(f"write {path.name}")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    reached(f"wrote {path.name}")
 
 
 def atomic_write_json(path: Path, data: Any, mode: int = 0o600) -> None:
@@ -30,5 +38,6 @@ def atomic_write_json(path: Path, data: Any, mode: int = 0o600) -> None:
 
 
 def read_json(path: Path) -> Any:
-    with open(path, "rb") as handle:
+    """Read a record without following a link planted in its place."""
+    with os.fdopen(open_nofollow(path, os.O_RDONLY), "rb") as handle:
         return json.load(handle)
