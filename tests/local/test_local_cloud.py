@@ -138,7 +138,8 @@ def test_vm_process_settings_and_detachment(local, stemcell):
     assert os.readlink(f"/proc/{pid}/fd/1") == str(base / "agent.log")
     assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
     environ = dict(e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if e)
-    assert set(environ) <= {"PATH", "TMPDIR", "LC_CTYPE"} and environ["TMPDIR"] == str(base)
+    assert set(environ) <= {"PATH", "TMPDIR", "LC_CTYPE", "BOSH_CPI_VM"} and environ["TMPDIR"] == str(base)
+    assert environ["BOSH_CPI_VM"] == str(base)  # the marker that finds it even without its pid
     boots = [json.loads(line) for line in (base / "boots.jsonl").read_text().splitlines()]
     assert boots[0]["agent_id"] == "agent-007" and boots[0]["pid"] == pid
     local.cpi("delete_vm", vm_cid)

@@ -1,30 +1,39 @@
 """The embedded local cloud: real files for disks and stemcells, real processes for VMs.
 
 Modelled on the director's dummy CPI and the Warden CPI. Every change to a VM or disk
-happens under that resource's file lock (attach/detach take both, in sorted order), and
-every record is replaced atomically, so any number of CPI processes can work at once.
+happens under that resource's file lock; an operation that touches several resources
+takes all their locks at once, in one global order (cpi.locks), and every record is
+replaced atomically, so any number of CPI processes can work at once.
+
+A create announces itself (orphans.py) before it makes anything, and any delete removes
+whatever exists under its cid, record or not: a CPI killed at any step leaves nothing that
+a delete of that cid, or the next create's sweep, does not find and remove.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
-import shutil
+import stat
 import string
 from pathlib import Path
 from typing import Any
 
 from cpi import agent_env
 from cpi.clouds.base import Cloud, DiskHint
-from cpi.errors import CloudError, DiskNotAttached, DiskNotFound, NotSupported, VMCreationFailed, VMNotFound
-from cpi.files import atomic_write_json
+from cpi.errors import CloudError, CpiError, DiskNotAttached, DiskNotFound, NotSupported, VMCreationFailed, VMNotFound
+from cpi.failpoints import reached
+from cpi.files import atomic_write_json, read_json
 from cpi.locks import locked
+from cpi.private import open_nofollow
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import faults, process
+from . import faults, orphans, process
 from .props import DiskCloudProperties, LocalProperties, VMCloudProperties
-from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord
+from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord, canonical_ip
 
 MIB = 1024 * 1024
 SETTINGS_FILE = "cpi-agent-env.json"
@@ -51,29 +60,69 @@ class LocalCloud(Cloud):
         if self.properties.faults:
             faults.apply(self.properties.faults, method, self.store.root, self.store.lock_dir)
 
+    @contextlib.contextmanager
+    def _creating(self, cid: str, *also_lock: str):
+        """Make a new resource under its lock, announced as pending first: if this process
+        dies half way, the next create's sweep finds the entry with its lock free and
+        removes what was made; if it fails, it removes what it made before raising."""
+        orphans.sweep(self)
+        with self._lock(cid, *also_lock):
+            self.store.add_pending(cid)
+            try:
+                yield
+            except BaseException:
+                self.log.info("creating %s failed; removing what it made", cid)
+                self._purge(cid)
+                raise
+            self.store.remove_pending(cid)
+
+    def _purge(self, cid: str) -> bool:
+        """Remove everything under `cid` (its lock held): processes, IPs, files, record,
+        pending entry. True if anything was there."""
+        kind = self.store.kind_of(cid)
+        if kind is VMRecord:
+            found = self._destroy(cid, self.store.load(VMRecord, cid))
+        elif kind is not None:
+            found = self.store.remove(kind, cid)
+        else:
+            found = False
+        self.store.remove_pending(cid)
+        return found
+
+    def delete_orphan(self, cid: str) -> None:
+        """Called by the sweep for a create whose process died: remove what it made."""
+        if self.store.kind_of(cid) is VMRecord:
+            self.delete_vm(cid)  # with the locks of any disk attached meanwhile
+        else:
+            with self._lock(cid):
+                self._purge(cid)
+
     # ------------------------------------------------------------ stemcells
 
     def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:
         stemcell_cid = self.store.new_cid(StemcellRecord)
-        directory = self.store.dir(StemcellRecord, stemcell_cid)
-        directory.mkdir(parents=True)
-        record = StemcellRecord(stemcell_cid=stemcell_cid, cloud_properties=cloud_properties, tags=tags)
-        if image_path:
-            source = Path(image_path)
-            if not source.is_file():
-                shutil.rmtree(directory)
-                raise CloudError(f"stemcell image '{image_path}' does not exist or is not a file")
-            record.image = "image"
-            record.sha1, record.size = _copy_with_sha1(source, directory / "image")
-            self.log.info("copied stemcell image %s (%d bytes, sha1 %s)", image_path, record.size, record.sha1)
-        else:
-            self.log.info("light stemcell: no image to copy")
-        self.store.save(record)
+        record = StemcellRecord(
+            stemcell_cid=stemcell_cid, cloud_properties=cloud_properties, tags={k: str(v) for k, v in tags.items()}
+        )
+        source = _open_image(image_path) if image_path else None
+        try:
+            with self._creating(stemcell_cid):
+                directory = self.store.make_dir(StemcellRecord, stemcell_cid)
+                if source is not None:
+                    record.image = "image"
+                    record.sha1, record.size = _copy_with_sha1(source, directory / "image")
+                    self.log.info("copied stemcell image %s (%d bytes, sha1 %s)", image_path, record.size, record.sha1)
+                else:
+                    self.log.info("light stemcell: no image to copy")
+                self.store.save(record)
+        finally:
+            if source is not None:
+                source.close()
         return stemcell_cid
 
     def delete_stemcell(self, stemcell_cid: str) -> None:
         with self._lock(stemcell_cid):
-            if not self.store.remove(StemcellRecord, stemcell_cid):
+            if not self._purge(stemcell_cid) and self.store.valid(StemcellRecord, stemcell_cid):
                 self.log.info("stemcell %s not found: nothing to delete", stemcell_cid)
 
     # ------------------------------------------------------------ VMs
@@ -82,9 +131,8 @@ class LocalCloud(Cloud):
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         if self.store.load(StemcellRecord, stemcell_cid) is None:
             raise VMCreationFailed(f"stemcell '{stemcell_cid}' not found", ok_to_retry=False)
+        wanted_ips = self._wanted_ips(networks)
         vm_cid = self.store.new_cid(VMRecord)
-        base = self.store.dir(VMRecord, vm_cid)
-        base.mkdir(parents=True)
         record = VMRecord(
             vm_cid=vm_cid,
             agent_id=agent_id,
@@ -92,35 +140,41 @@ class LocalCloud(Cloud):
             cloud_properties=cloud_properties,
             networks={name: net.wire() for name, net in networks.items()},
         )
-        with self._lock(vm_cid):
-            self.store.save(record)  # from here on, delete_vm can clean up whatever follows
-            try:
-                record.ips = self._reserve_ips(vm_cid, networks)
-                self.store.save(record)
-                ephemeral = None
-                if props.ephemeral_disk and props.ephemeral_disk.size > 0:
-                    os.truncate(_create(base / "ephemeral.img"), props.ephemeral_disk.size * MIB)
-                    ephemeral = "/dev/sdb"
-                settings = agent_env.settings(
-                    agent_id=agent_id,
-                    vm_name=vm_cid,
-                    agent=self.agent,
-                    networks=networks,
-                    env=env,
-                    ephemeral_disk=ephemeral,
-                )
-                self._write_agent_files(base, settings)
-                if disk_cids:
-                    self.log.info("disk locality hint %s: all local disks are reachable", disk_cids)
-                self._boot(record, base)
-            except BaseException:
-                self.log.info("create_vm of %s failed; removing what it made", vm_cid)
-                self._destroy(record)
-                raise
+        with self._creating(vm_cid):
+            base = self.store.make_dir(VMRecord, vm_cid)
+            self.store.save(record)  # from here on, delete_vm knows the VM
+            record.ips = self._reserve_ips(vm_cid, wanted_ips)
+            self.store.save(record)
+            ephemeral = None
+            if props.ephemeral_disk and props.ephemeral_disk.size > 0:
+                _allocate(_create(base / "ephemeral.img"), props.ephemeral_disk.size * MIB, preallocate=False)
+                ephemeral = "/dev/sdb"
+            settings = agent_env.settings(
+                agent_id=agent_id,
+                vm_name=vm_cid,
+                agent=self.agent,
+                networks=networks,
+                env=env,
+                ephemeral_disk=ephemeral,
+            )
+            self._write_agent_files(base, settings)
+            if disk_cids:
+                self.log.info("disk locality hint %s: all local disks are reachable", disk_cids)
+            self._boot(record, base)
         return vm_cid, record.networks
 
-    def _reserve_ips(self, vm_cid: str, networks: dict[str, Network]) -> list[str]:
-        wanted = [(name, net.ip) for name, net in networks.items() if net.type == "manual" and net.ip]
+    @staticmethod
+    def _wanted_ips(networks: dict[str, Network]) -> list[tuple[str, str]]:
+        wanted = []
+        for name, net in networks.items():
+            if net.type == "manual" and net.ip:
+                try:
+                    wanted.append((name, canonical_ip(net.ip)))
+                except CpiError:
+                    raise CpiError(f"network '{name}': ip '{net.ip}' is not an IP address") from None
+        return wanted
+
+    def _reserve_ips(self, vm_cid: str, wanted: list[tuple[str, str]]) -> list[str]:
         taken: list[str] = []
         if not wanted:
             return taken
@@ -160,30 +214,53 @@ class LocalCloud(Cloud):
         self.store.save(record)
         self.log.info("VM %s running as pid %d", record.vm_cid, record.pid)
 
-    def _destroy(self, record: VMRecord) -> None:
-        """Stop the process, release disks and IPs, remove the VM: each step safe to repeat."""
-        record.state = "deleting"
-        if self.store.load(VMRecord, record.vm_cid) is not None:
-            self.store.save(record)
-        process.stop(record.pid, record.pid_start)
-        for disk_cid in list(record.disks):
-            with self._lock(disk_cid):
-                disk = self.store.load(DiskRecord, disk_cid)
-                if disk and disk.vm_cid == record.vm_cid:
-                    disk.vm_cid = None
-                    self.store.save(disk)
-                    self.log.info("released disk %s", disk_cid)
-        for ip in record.ips:
-            self.store.release_ip(ip, record.vm_cid)
-        self.store.remove(VMRecord, record.vm_cid)
+    def _stop(self, vm_cid: str, record: VMRecord | None) -> None:
+        pid, pid_start = (record.pid, record.pid_start) if record else (None, None)
+        process.stop(pid, pid_start, str(self.store.dir(VMRecord, vm_cid)))
+
+    def _destroy(self, vm_cid: str, record: VMRecord | None) -> bool:
+        """Stop its processes, release its disks and IPs, remove the VM: from whatever is
+        there (record or not), each step safe to repeat. Call with the VM's and its disks'
+        locks held. True if anything was there."""
+        if not self.store.valid(VMRecord, vm_cid):
+            return False
+        found = self.store.exists(VMRecord, vm_cid)
+        self._stop(vm_cid, record)
+        for disk_cid in list(record.disks) if record else []:
+            disk = self.store.load(DiskRecord, disk_cid)
+            if disk and disk.vm_cid == vm_cid:
+                disk.vm_cid = None
+                self.store.save(disk)
+                self.log.info("released disk %s", disk_cid)
+        for ip in sorted(set(self.store.ips_of(vm_cid)) | set(record.ips if record else [])):
+            self.store.release_ip(ip, vm_cid)
+            found = True
+        return self.store.remove(VMRecord, vm_cid) or found
+
+    def _locked_with_disks(self, vm_cid: str):
+        """Lock the VM and every disk its record lists, all at once (the global order that
+        attach and detach follow too); yields the record as it is under those locks."""
+
+        @contextlib.contextmanager
+        def hold():
+            while True:
+                before = self.store.load(VMRecord, vm_cid)
+                disks = sorted(before.disks) if before else []
+                with self._lock(vm_cid, *disks):
+                    record = self.store.load(VMRecord, vm_cid)
+                    if sorted(record.disks if record else []) == disks:
+                        yield record
+                        return
+                self.log.info("disks of VM %s changed while locking; locking again", vm_cid)
+
+        return hold()
 
     def delete_vm(self, vm_cid: str) -> None:
-        with self._lock(vm_cid):
-            record = self.store.load(VMRecord, vm_cid)
-            if record is None:
+        with self._locked_with_disks(vm_cid) as record:
+            found = self._destroy(vm_cid, record)
+            self.store.remove_pending(vm_cid)
+            if not found:
                 self.log.info("VM %s not found: nothing to delete", vm_cid)
-                return
-            self._destroy(record)
 
     def has_vm(self, vm_cid: str) -> bool:
         return self.store.load(VMRecord, vm_cid) is not None
@@ -197,7 +274,7 @@ class LocalCloud(Cloud):
     def reboot_vm(self, vm_cid: str) -> None:
         with self._lock(vm_cid):
             record = self._vm(vm_cid)
-            process.stop(record.pid, record.pid_start)
+            self._stop(vm_cid, record)
             self._boot(record, self.store.dir(VMRecord, vm_cid))
 
     def set_vm_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
@@ -221,14 +298,10 @@ class LocalCloud(Cloud):
         if vm_cid is not None:
             self._vm(vm_cid)  # locality: the VM must exist, as on a real IaaS
         disk_cid = self.store.new_cid(DiskRecord)
-        directory = self.store.dir(DiskRecord, disk_cid)
-        directory.mkdir(parents=True)
-        image = _create(directory / "disk.img")
-        if props.type == "preallocated":
-            _preallocate(image, size * MIB)
-        else:
-            os.truncate(image, size * MIB)
-        self.store.save(DiskRecord(disk_cid=disk_cid, size=size, cloud_properties=cloud_properties))
+        with self._creating(disk_cid):
+            directory = self.store.make_dir(DiskRecord, disk_cid)
+            _allocate(_create(directory / "disk.img"), size * MIB, preallocate=props.type == "preallocated")
+            self.store.save(DiskRecord(disk_cid=disk_cid, size=size, cloud_properties=cloud_properties))
         return disk_cid
 
     def _disk(self, disk_cid: str) -> DiskRecord:
@@ -240,38 +313,38 @@ class LocalCloud(Cloud):
     def delete_disk(self, disk_cid: str) -> None:
         with self._lock(disk_cid):
             record = self.store.load(DiskRecord, disk_cid)
-            if record is None:
-                self.log.info("disk %s not found: nothing to delete", disk_cid)
-                return
-            if record.vm_cid and self.store.load(VMRecord, record.vm_cid) is not None:
+            if record and record.vm_cid and self.store.load(VMRecord, record.vm_cid) is not None:
                 raise CloudError(f"disk '{disk_cid}' is attached to VM {record.vm_cid}; detach it first")
-            self.store.remove(DiskRecord, disk_cid)
+            if not self._purge(disk_cid):
+                self.log.info("disk %s not found: nothing to delete", disk_cid)
 
     def has_disk(self, disk_cid: str) -> bool:
         return self.store.load(DiskRecord, disk_cid) is not None
 
     def resize_disk(self, disk_cid: str, new_size: int) -> None:
         with self._lock(disk_cid):
-            self._resize(self._disk(disk_cid), new_size)
+            record = self._disk(disk_cid)
+            self._resize(record, new_size, _preallocated(record.cloud_properties))
 
-    def _resize(self, record: DiskRecord, new_size: int) -> None:
-        if new_size == record.size:
-            self.log.info("disk %s is already %d MiB", record.disk_cid, new_size)
-            return
+    def _resize(self, record: DiskRecord, new_size: int, preallocate: bool) -> None:
         if new_size < record.size:
             raise NotSupported(f"disk '{record.disk_cid}' cannot shrink from {record.size} MiB to {new_size} MiB")
-        os.truncate(self.store.dir(DiskRecord, record.disk_cid) / "disk.img", new_size * MIB)
-        self.log.info("grew disk %s from %d to %d MiB", record.disk_cid, record.size, new_size)
+        if new_size == record.size and not preallocate:
+            self.log.info("disk %s is already %d MiB", record.disk_cid, new_size)
+            return
+        _allocate(self.store.dir(DiskRecord, record.disk_cid) / "disk.img", new_size * MIB, preallocate)
+        if new_size != record.size:
+            self.log.info("grew disk %s from %d to %d MiB", record.disk_cid, record.size, new_size)
         record.size = new_size
         self.store.save(record)
 
     def update_disk(self, disk_cid: str, new_size: int, cloud_properties: dict) -> str | None:
-        """In place: grow the file and record the new properties (sparse ↔ preallocated
-        changes nothing a reader can see, so no copy is needed)."""
-        parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
+        """In place: grow the file, reserve its blocks when the new type is preallocated,
+        and record the new properties (no copy: a reader sees the same bytes)."""
+        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
         with self._lock(disk_cid):
             record = self._disk(disk_cid)
-            self._resize(record, new_size)
+            self._resize(record, new_size, props.type == "preallocated")
             record.cloud_properties = cloud_properties
             self.store.save(record)
         return None
@@ -337,63 +410,105 @@ class LocalCloud(Cloud):
     # ------------------------------------------------------------ snapshots
 
     def snapshot_disk(self, disk_cid: str, metadata: dict[str, Any]) -> str:
-        with self._lock(disk_cid):
+        snapshot_cid = self.store.new_cid(SnapshotRecord)
+        with self._creating(snapshot_cid, disk_cid):
             disk = self._disk(disk_cid)
-            snapshot_cid = self.store.new_cid(SnapshotRecord)
-            directory = self.store.dir(SnapshotRecord, snapshot_cid)
-            directory.mkdir(parents=True)
+            directory = self.store.make_dir(SnapshotRecord, snapshot_cid)
             _sparse_copy(self.store.dir(DiskRecord, disk_cid) / "disk.img", directory / "disk.img")
             self.store.save(SnapshotRecord(snapshot_cid=snapshot_cid, disk_cid=disk_cid, size=disk.size, metadata=metadata))
-            return snapshot_cid
+        return snapshot_cid
 
     def delete_snapshot(self, snapshot_cid: str) -> None:
         with self._lock(snapshot_cid):
-            if not self.store.remove(SnapshotRecord, snapshot_cid):
+            if not self._purge(snapshot_cid):
                 self.log.info("snapshot %s not found: nothing to delete", snapshot_cid)
 
 
 # ---------------------------------------------------------------- file helpers
 
 
+def _preallocated(cloud_properties: dict) -> bool:
+    return isinstance(cloud_properties, dict) and cloud_properties.get("type") == "preallocated"
+
+
+def _new_file(path: Path):
+    """A new private file: 0600 whatever the umask, never through a planted link."""
+    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchmod(fd, 0o600)
+    reached(f"created {path.name}")
+    return os.fdopen(fd, "wb")
+
+
 def _create(path: Path) -> Path:
-    with open(path, "xb"):
-        pass
+    _new_file(path).close()
     return path
 
 
 def _read(path: Path) -> dict | None:
-    from cpi.files import read_json
-
     try:
         return read_json(path)
     except FileNotFoundError:
         return None
 
 
-def _copy_with_sha1(source: Path, target: Path) -> tuple[str, int]:
+def _allocate(path: Path, size: int, preallocate: bool) -> None:
+    """Give the file `size` bytes, keeping what it holds: sparse (a hole), or with its
+    blocks reserved. A size the file system cannot hold is a CloudError (the caller
+    removes what it made)."""
+    fd = open_nofollow(path, os.O_RDWR)
+    try:
+        current = os.fstat(fd).st_size
+        if size > current:
+            os.ftruncate(fd, size)
+        if preallocate:
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                # the file system cannot reserve blocks (some network file systems): sparse
+        reached("disk allocated")
+    except OverflowError:
+        raise CloudError(f"{size} bytes is more than the file system can hold in one file ({path.name})") from None
+    except OSError as exc:
+        if exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
+            raise CloudError(f"cannot allocate {size} bytes for {path.name}: {exc.strerror}") from None
+        raise
+    finally:
+        os.close(fd)
+
+
+def _open_image(image_path: str):
+    """Open the stemcell image the director handed us; only a regular file will do (a FIFO
+    or a device would hang or never end)."""
+    try:
+        fd = os.open(image_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        raise CloudError(f"stemcell image '{image_path}' does not exist or is not a file") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CloudError(f"stemcell image '{image_path}' does not exist or is not a file")
+    return os.fdopen(fd, "rb")
+
+
+def _copy_with_sha1(src, target: Path) -> tuple[str, int]:
+    """Copy to a new 0600 file: the image may be secret, whatever its source's mode."""
     digest, size = hashlib.sha1(), 0
-    with open(source, "rb") as src, open(target, "xb") as dst:
+    with _new_file(target) as dst:
         while chunk := src.read(MIB):
             digest.update(chunk)
             dst.write(chunk)
             size += len(chunk)
+    reached("image copied")
     return digest.hexdigest(), size
-
-
-def _preallocate(path: Path, size: int) -> None:
-    with open(path, "r+b") as handle:
-        try:
-            os.posix_fallocate(handle.fileno(), 0, size)
-        except OSError:
-            os.truncate(path, size)  # the file system cannot reserve blocks: fall back to sparse
 
 
 def _sparse_copy(source: Path, target: Path) -> None:
     """Copy only the data regions, keeping holes: a snapshot of a mostly empty 10 GiB disk
     costs what the disk holds, not 10 GiB."""
-    size = source.stat().st_size
-    with open(source, "rb") as src, open(target, "xb") as dst:
+    with os.fdopen(open_nofollow(source, os.O_RDONLY), "rb") as src, _new_file(target) as dst:
         fd = src.fileno()
+        size = os.fstat(fd).st_size
         offset = 0
         while offset < size:
             try:
@@ -410,3 +525,4 @@ def _sparse_copy(source: Path, target: Path) -> None:
                 remaining -= len(chunk)
             offset = end
         dst.truncate(size)
+    reached("snapshot copied")

@@ -3,6 +3,11 @@
 The process is fully detached: its own session, stdin from /dev/null, output to
 BASE/agent.log. If it inherited the CPI's stdout or stderr, the director (which reads both
 to EOF) would hang on every create_vm.
+
+A CPI can be killed between starting the process and saving its pid, so the pid is only
+the fast path: every VM process carries `BOSH_CPI_VM=<its VM directory>` in its
+environment (inherited by anything it starts), and stopping a VM also stops every process
+found with that marker in /proc/*/environ.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cpi.errors import CloudError, VMCreationFailed
+from cpi.failpoints import reached
 
 log = logging.getLogger(__name__)
 
 BUILTIN_AGENT = Path(__file__).with_name("agent.py")
+MARKER = "BOSH_CPI_VM"
 
 
 def agent_command(configured: list[str] | None) -> list[str]:
@@ -80,6 +87,24 @@ def port_open(endpoint: tuple[str, int]) -> bool:
         return False
 
 
+def marked(marker: str) -> list[int]:
+    """Live processes (not zombies) whose environment carries BOSH_CPI_VM=`marker`."""
+    wanted = f"{MARKER}={marker}".encode()
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0") and _proc_state(int(entry)) not in (None, "Z", "X"):
+            found.append(int(entry))
+    return found
+
+
 def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None, boot_timeout: float) -> tuple[int, str | None]:
     """Start the VM process and wait until it is up; returns (pid, start time)."""
     if endpoint and port_open(endpoint):
@@ -89,7 +114,7 @@ def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None, boot
             ok_to_retry=False,
         )
     argv = [*command, "-b", str(base), "-P", "dummy", "-M", "dummy", "-C", str(base / "agent.json")]
-    env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "TMPDIR": str(base)}
+    env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "TMPDIR": str(base), MARKER: str(base)}
     log.info("starting VM process: %s", " ".join(argv))
     with open(base / "agent.log", "ab") as out:
         try:
@@ -105,6 +130,7 @@ def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None, boot
             )
         except OSError as exc:
             raise VMCreationFailed(f"cannot start the VM process '{command[0]}': {exc.strerror}", ok_to_retry=False) from None
+    reached("vm spawned")
     pid_start = start_time(process.pid)
     deadline = time.monotonic() + boot_timeout
     settle = time.monotonic() + 0.2  # an agent that dies on bad settings does so at once
@@ -119,7 +145,7 @@ def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None, boot
         if up:
             return process.pid, pid_start
         if time.monotonic() >= deadline:
-            stop(process.pid, pid_start)
+            stop(process.pid, pid_start, str(base))
             raise VMCreationFailed(
                 f"the VM process did not open mbus port {endpoint[1] if endpoint else '?'} within "
                 f"{boot_timeout:.0f}s: {last_error(base / 'agent.log')}",
@@ -128,35 +154,58 @@ def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None, boot
         time.sleep(0.01)
 
 
-def stop(pid: int | None, pid_start: str | None, timeout: float = 10.0) -> None:
-    """SIGTERM the process group, wait, SIGKILL if needed; synchronous, because the next
-    create_vm may need the same mbus port."""
-    if not alive(pid, pid_start):
+def stop(pid: int | None, pid_start: str | None, marker: str | None, timeout: float = 10.0) -> None:
+    """SIGTERM the VM's process groups, wait, SIGKILL what is left; synchronous, because
+    the next create_vm may need the same mbus port. Stops the recorded pid and every
+    process carrying the VM's marker (a pid that never reached the record, a child)."""
+
+    def remaining() -> list[int]:
+        pids = marked(marker) if marker else []
+        if alive(pid, pid_start) and pid not in pids:
+            pids.append(pid)
+        return pids
+
+    pids = remaining()
+    if not pids:
         return
-    _signal_group(pid, signal.SIGTERM)
+    for each in pids:
+        _signal_group(each, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while alive(pid, pid_start):
+    while pids:
         if time.monotonic() >= deadline:
-            log.warning("VM process %d ignored SIGTERM for %.0fs; killing it", pid, timeout)
-            _signal_group(pid, signal.SIGKILL)
-            kill_deadline = time.monotonic() + 5
-            while alive(pid, pid_start):
-                if time.monotonic() >= kill_deadline:
-                    raise CloudError(f"VM process {pid} survived SIGKILL", ok_to_retry=True)
-                _reap(pid)
-                time.sleep(0.02)
-            return
-        _reap(pid)
+            log.warning("VM process(es) %s ignored SIGTERM for %.0fs; killing them", pids, timeout)
+            break
+        for each in pids:
+            _reap(each)
         time.sleep(0.01)
+        pids = remaining()
+    kill_deadline = time.monotonic() + 5
+    while pids:
+        for each in pids:
+            _signal_group(each, signal.SIGKILL)
+            _reap(each)
+        if time.monotonic() >= kill_deadline:
+            raise CloudError(f"VM process(es) {pids} survived SIGKILL", ok_to_retry=True)
+        time.sleep(0.02)
+        pids = remaining()
 
 
 def _signal_group(pid: int, sig: int) -> None:
+    """Signal the process's group when it leads one (a VM process leads its own session),
+    else the process alone; never this CPI's own group."""
     try:
-        os.killpg(pid, sig)
+        group = os.getpgid(pid)
+        if group == pid and group != os.getpgrp():
+            os.killpg(group, sig)
+        else:
+            os.kill(pid, sig)
     except ProcessLookupError:
         return
     except PermissionError:
-        os.kill(pid, sig)
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
 
 
 def _reap(pid: int) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 
 def default_state_dir() -> Path:
@@ -39,7 +39,8 @@ class LocalProperties(BaseModel):
 
     state_dir: Path = Field(
         default_factory=default_state_dir,
-        description="Where stemcells, VMs, disks and snapshots live (created if missing).",
+        description="Where stemcells, VMs, disks and snapshots live: an absolute path (`~` allowed), created "
+        "0700 if missing; refused when another user owns it or could write to it.",
     )
     agent_command: list[str] | None = Field(
         None,
@@ -55,6 +56,17 @@ class LocalProperties(BaseModel):
         None, description="What current_vm_id answers (the VM this CPI runs on), if any."
     )
     faults: list[Fault] = Field(default_factory=list, description="Injected faults (testing aid).")
+
+    @field_validator("state_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        """A relative (or empty) path would put the state wherever the director happens to
+        start the CPI, a different place on every call."""
+        if str(value).startswith("~"):
+            value = value.expanduser()
+        if not value.is_absolute():
+            raise ValueError(f"must be an absolute path, got '{value}'")
+        return value
 
 
 class EphemeralDisk(BaseModel):

@@ -4,16 +4,21 @@
     vms/<vm-…>/{vm.json, cpi-agent-env.json, agent.json, agent.log, ephemeral.img, bosh/}
     disks/<disk-…>/{disk.json, disk.img}
     snapshots/<snap-…>/{snapshot.json, disk.img}
-    ips/<address>        one file per reserved manual-network IP, holding its vm_cid
-    locks/               flock files (see cpi.locks)
+    ips/<address>        one file per reserved manual-network IP (canonical form), holding its vm_cid
+    pending/<cid>        a create in progress (see orphans.py)
+    locks/               flock files while they are held (see cpi.locks)
 
-A record is written last when a resource is made and removed first when it is deleted,
-so a process killed half way leaves either nothing the CPI reports or a record whose
-delete finishes the job.
+Everything is private to the CPI's user: the root and its subdirectories are 0700 (and
+refused when another user could tamper with them), files 0600, opened without following
+links. A record is written last when a resource is made and removed first when it is
+deleted; a delete removes whatever exists under its cid, record or not, so a process
+killed half way leaves nothing that a delete of that cid (or the sweep of pending
+creates) does not remove.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import uuid
@@ -23,7 +28,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from cpi.files import atomic_write_json, read_json
+from cpi.errors import CpiError
+from cpi.failpoints import reached
+from cpi.files import atomic_write_bytes, atomic_write_json, read_json
+from cpi.private import open_nofollow, private_dir
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -84,11 +92,29 @@ KINDS: dict[type[BaseModel], tuple[str, str, str, str]] = {
 }
 
 
+SUBDIRS = ("stemcells", "vms", "disks", "snapshots", "ips", "pending", "locks")
+STATE_DIR_SETTING = "cloud.properties.local.state_dir"
+
+
+def canonical_ip(ip: str) -> str:
+    """One spelling per address (`FD00:0:0:0:0:0:0:5` is `fd00::5`), so a reservation
+    cannot be dodged by writing the same IP another way."""
+    try:
+        canonical = ipaddress.ip_address(ip).compressed
+    except ValueError:
+        raise CpiError(f"'{ip}' is not an IP address") from None
+    if "/" in canonical or "\0" in canonical:
+        raise CpiError(f"'{ip}' is not an IP address")
+    return canonical
+
+
 class Store:
     def __init__(self, root: Path):
-        self.root = Path(root).expanduser()
-        for sub in ("stemcells", "vms", "disks", "snapshots", "ips", "locks"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self.root = private_dir(Path(root).expanduser(), STATE_DIR_SETTING)
+        for sub in SUBDIRS:
+            path = self.root / sub
+            if not os.path.isdir(path) or os.path.islink(path):
+                private_dir(path, STATE_DIR_SETTING)
 
     @property
     def lock_dir(self) -> Path:
@@ -98,56 +124,132 @@ class Store:
     def new_cid(kind: type[BaseModel]) -> str:
         return f"{KINDS[kind][2]}-{uuid.uuid4()}"
 
+    @staticmethod
+    def kind_of(cid: str) -> type[BaseModel] | None:
+        for kind, (_, _, prefix, _) in KINDS.items():
+            if cid.startswith(prefix + "-"):
+                return kind
+        return None
+
+    @staticmethod
+    def valid(kind: type[BaseModel], cid: str) -> bool:
+        """A cid is used as a path component: refuse anything that could step outside."""
+        prefix = KINDS[kind][2]
+        return cid.startswith(prefix + "-") and "/" not in cid and "\0" not in cid and len(cid.encode(errors="surrogatepass")) <= 255
+
     def dir(self, kind: type[BaseModel], cid: str) -> Path:
-        directory, _, prefix, _ = KINDS[kind]
-        # A cid is used as a path component: refuse anything that could step outside.
-        if not cid.startswith(prefix + "-") or "/" in cid or cid in (".", "..") or "\0" in cid:
-            return self.root / directory / ".invalid"
-        return self.root / directory / cid
+        if not self.valid(kind, cid):
+            return self.root / KINDS[kind][0] / ".invalid"
+        return self.root / KINDS[kind][0] / cid
+
+    def make_dir(self, kind: type[BaseModel], cid: str) -> Path:
+        directory = self.dir(kind, cid)
+        directory.mkdir(mode=0o700)
+        reached(f"mkdir {KINDS[kind][0]}")
+        return directory
 
     def load(self, kind: type[R], cid: str) -> R | None:
         path = self.dir(kind, cid) / KINDS[kind][1]
         try:
             return kind.model_validate(read_json(path))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
 
     def save(self, record: BaseModel) -> None:
         cid = getattr(record, KINDS[type(record)][3])
         atomic_write_json(self.dir(type(record), cid) / KINDS[type(record)][1], record.model_dump())
 
+    def exists(self, kind: type[BaseModel], cid: str) -> bool:
+        """Anything at all under this cid: a record, or what a killed call made before it."""
+        return self.valid(kind, cid) and os.path.lexists(self.dir(kind, cid))
+
     def remove(self, kind: type[BaseModel], cid: str) -> bool:
-        """Delete the record first, then the directory; True if there was a record."""
+        """Delete the record first, then the directory, whether or not there was a record;
+        True if anything was there."""
+        if not self.valid(kind, cid):
+            return False
         directory = self.dir(kind, cid)
         record = directory / KINDS[kind][1]
-        existed = record.exists()
-        record.unlink(missing_ok=True)
-        if directory.exists():
+        existed = os.path.lexists(directory)
+        try:
+            record.unlink()
+            reached(f"removed {KINDS[kind][1]}")
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        if os.path.islink(directory) or os.path.isfile(directory):
+            directory.unlink()
+        elif os.path.isdir(directory):
             shutil.rmtree(directory)
+            reached(f"removed {KINDS[kind][0]} dir")
         return existed
+
+    def cids(self, kind: type[BaseModel]) -> list[str]:
+        return sorted(e for e in os.listdir(self.root / KINDS[kind][0]) if not e.startswith("."))
 
     def all(self, kind: type[R]) -> list[R]:
         found = []
-        directory = KINDS[kind][0]
-        for entry in sorted((self.root / directory).iterdir()):
-            record = self.load(kind, entry.name)
+        for cid in self.cids(kind):
+            record = self.load(kind, cid)
             if record is not None:
                 found.append(record)
         return found
 
-    # -- IP reservations: O_EXCL files, checked and taken under the "ips" lock
+    # -- creates in progress: one empty file per cid (see orphans.py)
+
+    def pending_path(self, cid: str) -> Path:
+        return self.root / "pending" / cid
+
+    def add_pending(self, cid: str) -> None:
+        os.close(open_nofollow(self.pending_path(cid), os.O_WRONLY | os.O_CREAT, 0o600))
+        reached("pending added")
+
+    def remove_pending(self, cid: str) -> None:
+        try:
+            os.unlink(self.pending_path(cid))
+            reached("pending removed")
+        except FileNotFoundError:
+            pass
+
+    def pending(self) -> list[str]:
+        return sorted(e for e in os.listdir(self.root / "pending") if not e.startswith("."))
+
+    # -- IP reservations: one file per canonical address, taken under the "ips" lock
+
+    def _ip_path(self, ip: str) -> Path:
+        return self.root / "ips" / canonical_ip(ip)
 
     def ip_owner(self, ip: str) -> str | None:
+        return self._owner(self._ip_path(ip))
+
+    @staticmethod
+    def _owner(path: Path) -> str | None:
         try:
-            return (self.root / "ips" / ip).read_text().strip() or None
+            with os.fdopen(open_nofollow(path, os.O_RDONLY), "r", errors="replace") as handle:
+                return handle.read().strip() or None
         except FileNotFoundError:
             return None
 
     def reserve_ip(self, ip: str, vm_cid: str) -> None:
-        fd = os.open(self.root / "ips" / ip, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(vm_cid)
+        """Written to a temp file in the VM's own directory and linked into place, so the
+        reservation appears with its owner in it or not at all."""
+        temp = self.dir(VMRecord, vm_cid) / f".ip-{canonical_ip(ip)}"
+        atomic_write_bytes(temp, vm_cid.encode())
+        try:
+            os.link(temp, self._ip_path(ip))
+        finally:
+            temp.unlink(missing_ok=True)
+        reached("ip reserved")
 
-    def release_ip(self, ip: str, vm_cid: str) -> None:
-        if self.ip_owner(ip) == vm_cid:
-            (self.root / "ips" / ip).unlink(missing_ok=True)
+    def release_ip(self, entry: str, vm_cid: str) -> None:
+        """`entry`: a canonical address, or a name as `ips_of` lists it."""
+        if "/" in entry or entry in (".", ".."):
+            return
+        path = self.root / "ips" / entry
+        if self._owner(path) == vm_cid:
+            path.unlink(missing_ok=True)
+            reached("ip released")
+
+    def ips_of(self, vm_cid: str) -> list[str]:
+        """Every address reserved for this VM, whether its record knew of it or not."""
+        directory = self.root / "ips"
+        return [ip for ip in sorted(os.listdir(directory)) if self._owner(directory / ip) == vm_cid]

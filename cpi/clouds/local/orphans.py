@@ -1,0 +1,37 @@
+"""Creates that died half way, found and undone by whoever comes next.
+
+A create_* killed before it answers made something whose cid nobody learned: no director
+will ever delete it. So a create first takes the lock on its new cid and writes
+`pending/<cid>`, makes the resource, and removes the entry last. A pending entry whose lock
+is free therefore belongs to a dead creator; every later create sweeps such entries,
+removing whatever exists under that cid (VM processes found by their marker, IP
+reservations, files, record). The sweep also removes the lock files of processes killed
+while they held a lock (cpi.locks.collect_stale).
+
+A resource whose create finished but whose answer was lost (killed after the entry went)
+has a complete record: `has_*` reports it and `delete_*` removes it, as any other.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from cpi.locks import collect_stale, try_locked
+
+if TYPE_CHECKING:
+    from .cloud import LocalCloud
+
+log = logging.getLogger(__name__)
+
+
+def sweep(cloud: LocalCloud) -> None:
+    store = cloud.store
+    for cid in store.pending():
+        with try_locked(store.lock_dir, cid) as free:
+            dead = free and store.pending_path(cid).exists()
+        if not dead:
+            continue  # its creator is still at work (or finished meanwhile)
+        log.info("a create of %s was killed half way: removing what it left", cid)
+        cloud.delete_orphan(cid)
+    collect_stale(store.lock_dir)
