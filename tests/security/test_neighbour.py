@@ -16,8 +16,10 @@ import hashlib
 import json
 import os
 import pwd
+import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -56,16 +58,13 @@ def as_neighbour(script: str, **env: str) -> None:
 
 
 @pytest.fixture
-def world(tmp_path_factory):
+def world():
     """A shared sticky dir (as /tmp) the neighbour can write in, a victim file of root's,
     and a home of root's for the CPI (the director gives it no HOME: the password database's
-    home then; here a fresh one, so the test never writes into the real ~root)."""
-    base = tmp_path_factory.mktemp("neighbour")
-    base.chmod(0o755)  # pytest's base is 0700: the neighbour must be able to reach `shared`
-    for parent in base.parents:
-        if parent == Path("/tmp") or not str(parent).startswith("/tmp/"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o011)  # traversable
+    home then; here a fresh one, so the test never writes into the real ~root). Made in the
+    system temp dir, as the neighbour cannot reach pytest's private tmp_path."""
+    base = Path(tempfile.mkdtemp(prefix="cpi-neighbour-"))
+    base.chmod(0o755)
     shared = base / "tmp"
     shared.mkdir()
     shared.chmod(0o1777)
@@ -74,8 +73,9 @@ def world(tmp_path_factory):
     victim.chmod(0o644)
     home = base / "root-home"
     home.mkdir(mode=0o700)
-    return {"base": base, "shared": shared, "victim": victim, "home": home,
-            "created": base / "created-through-a-link"}
+    yield {"base": base, "shared": shared, "victim": victim, "home": home,
+           "created": base / "created-through-a-link"}
+    shutil.rmtree(base)
 
 
 def plant(directory: Path, names: list[str], world: dict) -> None:
