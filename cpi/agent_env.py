@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from cpi.config import AgentConfig
+from cpi.models import AgentConfig
 from cpi.models import Network, dns_servers
 
 

@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, Field, StrictInt, StrictStr, StringConstra
 from cpi import errors
 from cpi.clouds.base import Cloud
 from cpi.config import Config
+from cpi.logs import shown
 from cpi.models import CallContext, Network, VMResources
 from cpi.validation import describe
 
@@ -24,7 +25,16 @@ API_VERSION = 3
 
 Cid = Annotated[StrictStr, StringConstraints(min_length=1)]
 Props = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
-SizeMiB = Annotated[StrictInt, Field(gt=0)]  # MiB, as BOSH counts disk sizes
+#: MiB, as BOSH counts disk sizes; below 2^31 MiB (2 PiB), the director's own integer range
+#: and far past any volume an IaaS makes.
+SizeMiB = Annotated[StrictInt, Field(gt=0, lt=2**31)]
+#: No cloud issues a cid longer than this (in UTF-8 bytes) or with control characters.
+MAX_CID_BYTES = 255
+#: Which kind of resource each cid argument names, for the answers about one that cannot exist.
+CID_KINDS = {"vm_cid": "vm", "disk_cid": "disk", "stemcell_cid": "stemcell", "snapshot_cid": "snapshot"}
+#: What a method answers for a resource that is not there (README "Deleting what is gone").
+ABSENT_ANSWERS = {"has_vm": False, "has_disk": False, "delete_vm": None, "delete_disk": None,
+                  "delete_stemcell": None, "delete_snapshot": None}
 
 
 @dataclass
@@ -54,11 +64,47 @@ def method(fn: Callable[..., Any]) -> Callable[..., Any]:
 def dispatch(call: Call, arguments: list[Any]) -> Any:
     handler = METHODS.get(call.method)
     if handler is None:
-        raise errors.NotImplemented(f"Must call implemented method: '{call.method}' is not a CPI method")
+        raise errors.NotImplemented(f"Must call implemented method: {shown(call.method, 64)} is not a CPI method")
     kwargs = _bind(call.method, handler, arguments)
+    for name, kind in CID_KINDS.items():
+        value = kwargs.get(name)
+        if isinstance(value, str) and not possible_cid(value):
+            return _cannot_exist(call, name, kind, kwargs)
     if call.method not in ("info", "ping"):
         call.cloud.before_call(call.method)
     return handler(call, **kwargs)
+
+
+def possible_cid(cid: str) -> bool:
+    """False for a cid no cloud can have issued: over 255 bytes, or holding a control
+    character or a lone surrogate. Such a cid never reaches a cloud (as a file name, a
+    URL, a filter), whose errors for it would differ from cloud to cloud."""
+    if len(cid) > MAX_CID_BYTES or not cid.isprintable():
+        return False
+    try:
+        return len(cid.encode("utf-8")) <= MAX_CID_BYTES
+    except UnicodeEncodeError:
+        return False
+
+
+def _cannot_exist(call: Call, name: str, kind: str, kwargs: dict[str, Any]) -> Any:
+    """The documented answer for a resource that is not there, without asking the cloud."""
+    what = f"{kind} {shown(kwargs[name], 64)}"
+    if call.method in ABSENT_ANSWERS:
+        log.info("%s cannot exist (not a cid any cloud issues): nothing to %s", what, call.method.split("_")[0])
+        return ABSENT_ANSWERS[call.method]
+    if call.method == "detach_disk" and kind == "disk":
+        if not call.cloud.has_vm(kwargs["vm_cid"]):
+            raise errors.VMNotFound(f"VM '{kwargs['vm_cid']}' not found")
+        log.info("%s cannot exist: nothing to detach", what)
+        return None
+    if kind == "vm":
+        raise errors.VMNotFound(f"VM {shown(kwargs[name], 64)} not found")
+    if kind == "disk":
+        raise errors.DiskNotFound(f"disk {shown(kwargs[name], 64)} not found", ok_to_retry=False)
+    if call.method == "create_vm":
+        raise errors.VMCreationFailed(f"stemcell {shown(kwargs[name], 64)} not found", ok_to_retry=False)
+    raise errors.CloudError(f"{what} not found")
 
 
 def _bind(name: str, handler: Callable[..., Any], arguments: list[Any]) -> dict[str, Any]:
@@ -127,6 +173,7 @@ def create_stemcell(call: Call, image_path: StrictStr, cloud_properties: Props, 
     tags = (env or {}).get("tags") or {}
     if not isinstance(tags, dict):
         raise errors.CpiError("create_stemcell argument 3 (env): env.tags must be an object")
+    tags = {str(k): _text(v) for k, v in tags.items()}  # as set_vm_metadata: clouds store strings
     stemcell_cid = call.cloud.create_stemcell(image_path, cloud_properties, tags)
     log.info("created stemcell %s", stemcell_cid)
     return stemcell_cid

@@ -7,45 +7,25 @@ Shape (the same the BOSH job template renders):
 
 Only the selected plugin's section is validated (strictly: an unknown key is an error, as a
 typo'd property silently ignored is worse). Request `context` keys that name one of the
-plugin's properties override the file for that one call, as the AWS and OpenStack CPIs do.
+cloud's `context_overrides` (credentials, region, endpoints; never a command or a path)
+override the file for that one call, as the AWS and OpenStack CPIs merge the context.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cpi import strict_json
 from cpi.backoff import ThrottleConfig
 from cpi.errors import CpiError
+from cpi.models import AgentConfig
 from cpi.validation import describe
 
-DEFAULT_BLOBSTORE = {
-    "provider": "local",
-    "options": {"blobstore_path": "/var/vcap/micro_bosh/data/cache"},
-}
-
-
-class AgentConfig(BaseModel):
-    """What the CPI tells every agent it boots (the `agent` section)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mbus: str | None = Field(
-        None,
-        description="Message bus URL the agent uses: `nats://...` under a director, "
-        "`https://mbus:PASSWORD@0.0.0.0:6868` under create-env.",
-    )
-    ntp: list[str] = Field(default_factory=list, description="NTP servers for the VM.")
-    blobstore: dict[str, Any] = Field(
-        default_factory=lambda: dict(DEFAULT_BLOBSTORE),
-        description="Blobstore settings (`provider`, `options`); directors usually send "
-        "blobstores in env.bosh.blobstores instead.",
-    )
-
+log = logging.getLogger(__name__)
 
 class _DebugCpi(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -91,20 +71,35 @@ class Config:
 
 
 def read_file(path: str | None) -> dict:
-    """The raw cpi.json (or {} for none: the local cloud with its defaults)."""
+    """The raw cpi.json (or {} for none: the local cloud with its defaults), parsed as
+    strictly as a request (UTF-8, no NaN, bounded nesting)."""
     if not path:
         return {}
     try:
-        text = Path(path).read_text()
+        with open(path, "rb") as handle:
+            content = handle.read()
     except OSError as exc:
         raise CpiError(f"cannot read config file '{path}': {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CpiError(f"config file '{path}' is not valid JSON: {exc}") from None
+    data = strict_json.loads(content, f"config file '{path}'")
     if not isinstance(data, dict):
         raise CpiError(f"config file '{path}' must hold a JSON object, not {type(data).__name__}")
     return data
+
+
+def _overrides(plugin: str, cloud_class: type, context: dict) -> dict:
+    """The context keys that may override this cloud's properties for one call; keys that
+    name a property only the config file may set (a command, a path) are left out, and
+    the log says so."""
+    fields = cloud_class.Properties.model_fields
+    allowed = getattr(cloud_class, "context_overrides", frozenset())
+    overrides = {}
+    for key, value in context.items():
+        if key in allowed and key in fields:
+            overrides[key] = value
+        elif key in fields:
+            log.warning("context key '%s' is ignored: cloud.properties.%s.%s is set only in the config file",
+                        key, plugin, key)
+    return overrides
 
 
 def build(raw: dict, context: dict | None = None) -> Config:
@@ -120,8 +115,7 @@ def build(raw: dict, context: dict | None = None) -> Config:
     section = file.cloud.properties.get(plugin, {})
     if not isinstance(section, dict):
         raise CpiError(f"invalid config: cloud.properties.{plugin} must be an object")
-    fields = cloud_class.Properties.model_fields
-    overrides = {k: v for k, v in (context or {}).items() if k in fields}
+    overrides = _overrides(plugin, cloud_class, context or {})
     try:
         properties = cloud_class.Properties.model_validate({**section, **overrides})
     except ValidationError as exc:

@@ -1,76 +1,155 @@
 """Per-call logging: every line goes to stderr and into the response's `log`, redacted.
 
 The director stores `log` and stderr unredacted in its task logs, and bosh-cli prints them
-at debug level, so redaction happens here, once, on every line and on the response itself.
+at debug level, so redaction happens here, once, on every line and on the error message.
+The response's `result` is never touched: a cid that happens to contain a secret's
+characters must reach the director exactly as the cloud made it.
+
+Everything here runs on every request, including hostile ones of many megabytes, so each
+step is linear in the size of its input: the structure is walked without recursion, URLs
+are looked for only around "://", and a log record is cut to a bounded length (after
+masking, so that a cut never leaves the head of a secret behind).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
 import sys
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
-SECRET_KEY = re.compile(
-    r"(password|passwd|secret|private_key|token|api_key|credential|access_key)", re.IGNORECASE
-)
-# Keys that match SECRET_KEY but name something public.
-NOT_SECRET_KEYS = {"access_key_id", "application_credential_id", "credentials_source", "token_url"}
-URL_WITH_PASSWORD = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:([^/\s@]+)@")
 MASK = "<redacted>"
+_PLACEHOLDER = "\ue000"  # a private-use character: no secret worth masking contains it
+#: A key is secret when its last word is one of these (`json_key`, `encryption_key`,
+#: `auth`, `api_key`, `session_token`) — but not `access_key_id`, `key_name`, `auth_url`,
+#: `token_cache`, whose last word names something public.
+SECRET_LAST_WORDS = {
+    "password", "passwd", "pass", "passphrase", "pwd", "secret", "token", "key", "credential",
+    "credentials", "auth", "authorization", "cookie", "pem", "signature", "psk",
+}
+#: ... or when any of its words is one of these (`password_hash`, `secret_access_key`).
+SECRET_ANY_WORDS = {"password", "passwd", "passphrase", "secret"}
+_WORDS = re.compile(r"[A-Za-z][a-z0-9]*|[0-9]+")
+#: A URL's userinfo password: scheme://user:PASSWORD@ — quantifiers are bounded, so a long
+#: run of letters costs a constant per position, never a rescan of the whole run.
+URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/\s:@]{0,256}:([^/\s@]{1,1024})@")
+#: Characters that repr(), JSON and URL quoting all leave as they are.
+_PLAIN = re.compile(r"[A-Za-z0-9_.~-]*")
+#: The longest log record or message kept (characters); longer ones are cut, marked.
+RECORD_LIMIT = 8192
+
+#: The Redactor of the call in progress (one call per process), so that code far from the
+#: wire (validation messages) can mask a value before it cuts it short.
+active: Redactor | None = None
 
 
 def looks_secret(key: str) -> bool:
-    return key.lower() not in NOT_SECRET_KEYS and bool(SECRET_KEY.search(key))
+    words = [w.lower() for w in _WORDS.findall(key)]
+    return bool(words) and (words[-1] in SECRET_LAST_WORDS or any(w in SECRET_ANY_WORDS for w in words))
 
 
 class Redactor:
-    """Knows this call's secrets and masks them wherever they appear."""
+    """Knows this call's secrets and masks them, and their escaped forms, wherever they appear."""
 
     def __init__(self) -> None:
         self._secrets: set[str] = set()
+        self._ordered: list[str] | None = None
+        self._longest = 0
 
     def add(self, secret: Any) -> None:
-        if isinstance(secret, str) and secret:
-            self._secrets.add(secret)
+        if isinstance(secret, bool) or secret is None:
+            return
+        if isinstance(secret, int):
+            secret = str(secret) if abs(secret) >= 1000 else ""  # tiny numbers would mask every count
+        if not isinstance(secret, str) or not secret or secret in self._secrets:
+            return
+        forms = {secret}
+        if not _PLAIN.fullmatch(secret):
+            # the forms a secret takes when a message shows it through repr(), JSON or a URL
+            forms |= {json.dumps(secret)[1:-1], repr(secret)[1:-1], quote(secret, safe="")}
+        for form in forms:
+            if form and form not in self._secrets:
+                self._secrets.add(form)
+                self._longest = max(self._longest, len(form))
+                self._ordered = None
 
     def collect(self, data: Any, secret_parent: bool = False) -> None:
         """Learn the secrets inside a config or request structure: values under secret-looking
-        keys (at any depth) and passwords embedded in URLs such as `https://mbus:PW@host`."""
-        if isinstance(data, dict):
-            for key, value in data.items():
-                self.collect(value, secret_parent or (isinstance(key, str) and looks_secret(key)))
-        elif isinstance(data, (list, tuple)):
-            for value in data:
-                self.collect(value, secret_parent)
-        elif isinstance(data, str):
-            if secret_parent:
-                self.add(data)
-            for match in URL_WITH_PASSWORD.finditer(data):
+        keys (at any depth) and passwords embedded in URLs such as `https://mbus:PW@host`.
+        Walks with an explicit stack: a request may be nested deeper than Python recurses."""
+        stack = [(data, secret_parent)]
+        while stack:
+            value, secret = stack.pop()
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    stack.append((item, secret or (isinstance(key, str) and looks_secret(key))))
+            elif isinstance(value, (list, tuple)):
+                stack.extend((item, secret) for item in value)
+            elif isinstance(value, str):
+                if secret:
+                    self.add(value)
+                if "://" in value:
+                    self._learn_urls(value)
+            elif secret:
+                self.add(value)
+
+    def _learn_urls(self, value: str) -> None:
+        for match in URL_WITH_PASSWORD.finditer(value):
+            self.add(match.group(1))
+        try:
+            self.add(urlsplit(value).password)
+        except ValueError:
+            return  # not a URL after all (a bad port, say): the pattern above has seen it
+
+    def learn_text(self, text: str) -> None:
+        """Learn URL passwords that appear in text the CPI did not get from the request or the
+        config (an agent's log quoted in an error message)."""
+        if "://" in text:
+            for match in URL_WITH_PASSWORD.finditer(text):
                 self.add(match.group(1))
-            if "://" in data:
-                try:
-                    self.add(urlsplit(data).password)
-                except ValueError:
-                    pass  # not a URL after all; nothing to learn from it
 
-    def text(self, text: str) -> str:
-        for secret in sorted(self._secrets, key=len, reverse=True):
-            if secret in text:
-                text = text.replace(secret, MASK)
-        return text
+    def text(self, text: str, limit: int | None = None) -> str:
+        """`text` with every known secret masked; cut to `limit` characters when given.
 
-    def value(self, data: Any) -> Any:
-        """Redact every string inside a JSON-able value (structure kept intact)."""
-        if isinstance(data, str):
-            return self.text(data)
-        if isinstance(data, dict):
-            return {self.value(k): self.value(v) for k, v in data.items()}
-        if isinstance(data, list):
-            return [self.value(v) for v in data]
-        return data
+        Masking is done on the head that can matter (limit plus the longest secret), so a cut
+        never leaves the start of a secret behind and a huge text costs no more than its head."""
+        if limit is not None and len(text) > limit:
+            total = len(text)
+            # Every secret that starts within the first `limit` characters lies whole in this
+            # head; what may be cut in half at its end is dropped with the last `longest`.
+            head = self.text(text[: limit + self._longest])
+            if self._longest and total > limit + self._longest:
+                head = head[: -self._longest]
+            return head[:limit] + f"... ({total} characters in all)"
+        self.learn_text(text)
+        if self._ordered is None:
+            self._ordered = sorted(self._secrets, key=len, reverse=True)
+        size, masked = len(text), False
+        for secret in self._ordered:
+            if len(secret) <= size and secret in text:
+                # a placeholder first, so a short secret never matches inside an earlier mask
+                text, masked = text.replace(secret, _PLACEHOLDER), True
+        return text.replace(_PLACEHOLDER, MASK) if masked else text
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """How a message shows a value someone sent: strings as they are (not repr(), whose
+    escaping would hide a secret from the mask), other values as JSON-ish repr, masked first
+    and then cut to `limit` characters."""
+    if isinstance(value, str):
+        # control characters escaped: a cid with a newline must not forge a log line
+        text = value if value.isprintable() else json.dumps(value, ensure_ascii=False)[1:-1]
+    else:
+        try:
+            text = json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            text = repr(value)
+    redactor = active if active is not None else Redactor()
+    text = redactor.text(text, limit=limit)
+    return f"'{text}'" if isinstance(value, str) else text
 
 
 class _RedactingFormatter(logging.Formatter):
@@ -79,7 +158,25 @@ class _RedactingFormatter(logging.Formatter):
         self.redactor = redactor
 
     def format(self, record: logging.LogRecord) -> str:
-        return self.redactor.text(super().format(record))
+        return self.redactor.text(super().format(record), limit=RECORD_LIMIT)
+
+
+class _SafeStream(logging.StreamHandler):
+    """A stream handler that writes what it cannot encode escaped (a request may carry lone
+    surrogates) and never reports its own failures on top of the call's."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = self.format(record)
+            try:
+                self.stream.write(message + self.terminator)
+            except UnicodeEncodeError:
+                self.stream.write(message.encode("utf-8", "backslashreplace").decode("utf-8") + self.terminator)
+            self.flush()
+        except (OSError, ValueError):
+            return  # stderr closed: the response's `log` still carries the line
+        except Exception:  # noqa: BLE001 - a bad log call must not fail the CPI call
+            self.handleError(record)
 
 
 class CallLog:
@@ -88,13 +185,19 @@ class CallLog:
     FORMAT = "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"
 
     def __init__(self, stderr: Any = None, level: int = logging.INFO):
+        global active
         self.redactor = Redactor()
+        active = self.redactor
         self.request_id = "-"
         self._buffer = io.StringIO()
         self._handlers = []
         fmt = _RedactingFormatter(self.redactor, self.FORMAT)
-        for stream in (self._buffer, stderr if stderr is not None else sys.stderr):
-            handler = logging.StreamHandler(stream)
+        streams = [self._buffer]
+        stderr = stderr if stderr is not None else sys.stderr
+        if stderr is not None:
+            streams.append(stderr)
+        for stream in streams:
+            handler = _SafeStream(stream)
             handler.setFormatter(fmt)
             handler.addFilter(self._stamp)
             self._handlers.append(handler)

@@ -62,8 +62,18 @@ class Network(BaseModel):
     @classmethod
     def _ip(cls, value: str | None) -> str | None:
         if value is not None:
-            ipaddress.ip_address(value)  # ValueError names the bad address
+            address = ipaddress.ip_address(value)  # ValueError names the bad address
+            if getattr(address, "scope_id", None) is not None:
+                # a zone (fe80::1%eth0) names an interface of the host that reads it: it
+                # means nothing as a VM's address, and may carry any byte (a NUL, say)
+                raise ValueError("an IPv6 zone index ('%...') is not allowed in a VM's address")
         return value
+
+    @property
+    def canonical_ip(self) -> str | None:
+        """The one spelling of `ip` (fd00::5 for FD00:0:0:0:0:0:0:5), to compare and reserve by;
+        `ip` itself is passed on as the director wrote it."""
+        return ipaddress.ip_address(self.ip).compressed if self.ip else None
 
     def wire(self) -> dict[str, Any]:
         return self.model_dump(exclude_unset=True)
@@ -84,3 +94,27 @@ def dns_servers(networks: dict[str, Network]) -> list[str]:
     chosen = next((n for n in networks.values() if n.dns and "dns" in (n.default or [])), None)
     chosen = chosen or next((n for n in networks.values() if n.dns), None)
     return list(chosen.dns) if chosen else []
+
+
+DEFAULT_BLOBSTORE = {
+    "provider": "local",
+    "options": {"blobstore_path": "/var/vcap/micro_bosh/data/cache"},
+}
+
+
+class AgentConfig(BaseModel):
+    """What the CPI tells every agent it boots (the `agent` section)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mbus: str | None = Field(
+        None,
+        description="Message bus URL the agent uses: `nats://...` under a director, "
+        "`https://mbus:PASSWORD@0.0.0.0:6868` under create-env.",
+    )
+    ntp: list[str] = Field(default_factory=list, description="NTP servers for the VM.")
+    blobstore: dict[str, Any] = Field(
+        default_factory=lambda: dict(DEFAULT_BLOBSTORE),
+        description="Blobstore settings (`provider`, `options`); directors usually send "
+        "blobstores in env.bosh.blobstores instead.",
+    )

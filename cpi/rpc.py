@@ -8,18 +8,18 @@ anything else. Tracebacks go to `log` and stderr only.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import reprlib
 import sys
 import time
 import traceback
-from typing import Any, BinaryIO
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from cpi import errors
-from cpi.logs import CallLog
+from cpi import errors, strict_json
+from cpi.logs import CallLog, shown
 from cpi.validation import describe
 
 log = logging.getLogger("cpi.rpc")
@@ -41,9 +41,9 @@ def parse_request(raw: bytes) -> Request:
     if not raw.strip():
         raise errors.CpiError("Must provide valid JSON payload: stdin was empty")
     try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise errors.CpiError(f"Must provide valid JSON payload: {exc}") from None
+        data = strict_json.loads(raw, "the request")
+    except strict_json.InvalidJSON as exc:
+        raise errors.CpiError(f"Must provide valid JSON payload: {exc.reason}") from None
     if not isinstance(data, dict):
         raise errors.CpiError(f"Must provide a JSON object as the request, not a JSON {_json_kind(data)}")
     if "method" not in data:
@@ -82,10 +82,13 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
         context = CallContext.model_validate(request.context)
     except ValidationError as exc:
         raise errors.CpiError(f"invalid context: {describe(exc, 'context')}") from None
-    call_log.request_id = context.request_id or "-"
+    call_log.request_id = shown(context.request_id, 64)[1:-1] if context.request_id else "-"
     api_version = request.api_version if request.api_version is not None else 1
-    log.info("%s (api_version %d, %d arguments)", request.method, api_version, len(request.arguments))
-    cfg = config.build(raw_config, request.context)
+    log.info("%s (api_version %d, %d arguments)", shown(request.method, 64), api_version, len(request.arguments))
+    # `info` answers the same whatever the context says: the director asks it before it
+    # knows which cpi-config applies, and a context must not be able to make it fail.
+    overrides = None if request.method == "info" else request.context
+    cfg = config.build(raw_config, overrides)
     backoff.configure(cfg.throttle)
     call = api.Call(
         method=request.method,
@@ -99,45 +102,100 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
 
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
+#: The longest error message put on the wire (characters); the log has the rest.
+MESSAGE_LIMIT = 4096
+
 
 def _log_level() -> int:
     name = os.environ.get("CPI_LOG_LEVEL", "info").strip().lower()
     if name not in LOG_LEVELS:
-        raise errors.CpiError(f"CPI_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {name!r}")
+        raise errors.CpiError(f"CPI_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {shown(name, 40)}")
     return LOG_LEVELS[name]
 
 
-def serve_once(stdin: BinaryIO, stdout_fd: int, config_path: str | None) -> int:
+def _read_all(fd: int) -> bytes:
+    """All of stdin. A closed or unreadable stdin reads as empty (and gets the empty-stdin
+    error), never a traceback."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except InterruptedError:
+            continue
+        except OSError as exc:
+            log.warning("cannot read stdin: %s", exc.strerror)
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def serve_once(stdin_fd: int, stdout_fd: int, config_path: str | None) -> int:
+    """Answer one request. Whatever is raised, at whatever point (a bug, a RecursionError,
+    an interrupt), the caller gets one response; and once the cloud has acted, its result
+    is in that response."""
     call_log = CallLog(sys.stderr)
     started = time.monotonic()
+    result, error = None, None
     try:
         call_log.set_level(_log_level())
-        result = handle(stdin.read(), config_path, call_log)
-        response = {"result": result, "error": None}
+        result = handle(_read_all(stdin_fd), config_path, call_log)
     except errors.BoshError as exc:
-        log.error("%s: %s", exc.wire_type, exc.message)
-        response = {"result": None, "error": exc.to_wire()}
-    except Exception as exc:  # noqa: BLE001 - the wire must get a response whatever happened
-        log.error("unexpected error:\n%s", traceback.format_exc())
-        wrapped = errors.CloudError(f"unexpected {type(exc).__name__}: {exc} (traceback in the CPI log)")
-        response = {"result": None, "error": wrapped.to_wire()}
+        error = exc
+    except BaseException as exc:  # noqa: BLE001 - the wire must get a response whatever happened
+        error = _unexpected(exc)
+    if error is not None:
+        log.error("%s: %s", error.wire_type, error.message)
     log.info("done in %.3fs", time.monotonic() - started)
-    response["log"] = call_log.text()
-    response = call_log.redactor.value(response)
-    _write(stdout_fd, response)
+    _write(stdout_fd, result, error, call_log)
     return 0
 
 
-def _write(fd: int, response: dict) -> None:
+def _unexpected(exc: BaseException) -> errors.BoshError:
+    log.error("unexpected error:\n%s", traceback.format_exc())
+    return errors.CloudError(f"unexpected {type(exc).__name__}: {exc} (traceback in the CPI log)")
+
+
+def _write(fd: int, result: Any, error: errors.BoshError | None, call_log: CallLog) -> None:
+    """One response on `fd`: `result` exact (never redacted: a cid must reach the director as
+    the cloud made it), the error message and the log masked of every known secret."""
+    redactor = call_log.redactor
+    wire_error = None
+    if error is not None:
+        wire_error = error.to_wire()
+        wire_error["message"] = redactor.text(str(wire_error["message"]), limit=MESSAGE_LIMIT) or error.wire_type
+    log_text = call_log.text()
     try:
-        data = (json.dumps(response) + "\n").encode()
-    except (TypeError, ValueError) as exc:  # a cloud returned something JSON cannot hold
-        error = errors.CloudError(f"the CPI produced a result that is not JSON: {exc}").to_wire()
-        data = (json.dumps({"result": None, "error": error, "log": response.get("log", "")}) + "\n").encode()
-    view = memoryview(data)
+        data = strict_json.dumps({"result": result, "error": wire_error, "log": log_text})
+    except (TypeError, ValueError, RecursionError) as exc:  # a cloud returned something JSON cannot hold
+        message = redactor.text(f"the CPI produced a result that is not JSON ({exc}): {reprlib.repr(result)}", limit=MESSAGE_LIMIT)
+        wire_error = errors.CloudError(message).to_wire()
+        data = strict_json.dumps({"result": None, "error": wire_error, "log": log_text})
+    view = memoryview((data + "\n").encode())
     while view:
-        written = os.write(fd, view)
+        try:
+            written = os.write(fd, view)
+        except InterruptedError:
+            continue
+        except OSError:
+            return  # the caller is gone (EPIPE): nobody is left to answer
         view = view[written:]
+
+
+def _standard_fds() -> None:
+    """Make sure fds 0, 1 and 2 exist: a caller that closed one would otherwise have the
+    next file the CPI opens take its number (and, for 1, receive the response)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,12 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     File descriptor 1 is kept for the response only: fd 1 is pointed at stderr for the
     duration of the call, so nothing a library prints can corrupt the JSON document."""
     argv = sys.argv[1:] if argv is None else argv
+    _standard_fds()
     response_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     if len(argv) > 1:
         call_log = CallLog(sys.stderr)
-        error = errors.CpiError(f"usage: cpi [CONFIG_PATH] (got {len(argv)} arguments)").to_wire()
-        _write(response_fd, {"result": None, "error": error, "log": call_log.text()})
+        error = errors.CpiError(f"usage: cpi [CONFIG_PATH] (got {len(argv)} arguments)")
+        _write(response_fd, None, error, call_log)
         return 0
-    return serve_once(sys.stdin.buffer, response_fd, argv[0] if argv else None)
+    return serve_once(0, response_fd, argv[0] if argv else None)

@@ -2,7 +2,8 @@
 
 pydantic's own `str(ValidationError)` prints every input value, which for config and
 cloud_properties may be a password; here a value is shown only when its key does not look
-secret, and always truncated.
+secret, masked of every secret this call knows (before it is cut short, so no secret's
+head survives the cut) and cut to 80 characters.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from cpi.errors import CpiError
-from cpi.logs import looks_secret
+from cpi import logs
+from cpi.logs import Redactor, looks_secret, shown
+
+#: Errors listed in one message; a list of a million bad items gets a short answer.
+MAX_ERRORS = 10
 
 
 def _loc(prefix: str, loc: tuple) -> str:
@@ -31,22 +36,24 @@ def describe(exc: ValidationError, prefix: str = "", label=None) -> str:
     `label`, when given, renames the first element of each location (api.py uses it to say
     "argument 2 (stemcell_cid)" instead of the internal field name)."""
     messages = []
-    for err in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    redactor = logs.active if logs.active is not None else Redactor()
+    for err in errors[:MAX_ERRORS]:
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         if label and loc:
             where = _loc(label(loc[0]), loc[1:])
         else:
             where = _loc(prefix, loc)
-        msg = err["msg"]
+        where = redactor.text(where, limit=200)
+        msg = redactor.text(err["msg"], limit=200)
         keys = [p for p in loc if isinstance(p, str)]
         if err["type"] not in ("missing", "extra_forbidden") and not any(map(looks_secret, keys)):
-            shown = repr(err.get("input"))
-            if len(shown) > 80:
-                shown = shown[:77] + "..."
-            msg = f"{msg} (got {shown})"
+            msg = f"{msg} (got {shown(err.get('input'))})"
         if err["type"] == "extra_forbidden":
             msg = "unknown property"
         messages.append(f"{where}: {msg}")
+    if len(errors) > MAX_ERRORS:
+        messages.append(f"and {len(errors) - MAX_ERRORS} more errors")
     return "; ".join(messages)
 
 

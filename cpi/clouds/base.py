@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from cpi.config import AgentConfig
+from cpi.models import AgentConfig
 from cpi.errors import NotImplemented as CpiNotImplemented
 from cpi.models import CallContext, Network, VMResources
 
@@ -36,6 +36,11 @@ class Cloud:
     #: the cloud_properties models, by what they describe ("vm_type", "disk_type", "network",
     #: "stemcell"), for the generated reference (`cpi props <cloud>`)
     cloud_property_models: ClassVar[dict[str, type[BaseModel]]] = {}
+    #: The `Properties` fields a request's `context` may override for one call (a director's
+    #: cpi-config sends them there): credentials, region, endpoints and the like. Never
+    #: commands or filesystem paths: whoever writes a cpi-config must not be able to run a
+    #: command or choose a file as the CPI's user (root on a director VM).
+    context_overrides: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, properties: BaseModel, agent: AgentConfig, context: CallContext):
         self.properties = properties

@@ -134,14 +134,25 @@ def test_missing_config_file(tmp_path):
     assert "nope.json" in response.error["message"]
 
 
-def test_context_keys_naming_properties_override_config(tmp_path, config):
+def test_context_may_not_override_commands_or_paths(tmp_path, config):
+    """A cpi-config (sent in the context) must not choose what the CPI runs or where it
+    writes: agent_command and state_dir in the context are ignored, and the log says so."""
     other = tmp_path / "other-state"
     image = tmp_path / "image"
     image.write_bytes(b"x")
-    cpi = Cpi(config)
-    stemcell_cid = cpi("create_stemcell", str(image), {}, context={"state_dir": str(other)})
-    assert (other / "stemcells" / stemcell_cid / "stemcell.json").exists()
-    assert not (tmp_path / "state" / "stemcells" / stemcell_cid).exists()
+    planted = tmp_path / "planted"
+    response = Cpi(config).call("create_stemcell", str(image), {}, context={
+        "state_dir": str(other), "agent_command": ["/bin/sh", "-c", f"touch {planted}"]})
+    stemcell_cid = response.result
+    assert (tmp_path / "state" / "stemcells" / stemcell_cid / "stemcell.json").exists()
+    assert not other.exists() and not planted.exists()
+    assert "context key 'state_dir' is ignored" in response.log
+    assert "context key 'agent_command' is ignored" in response.log
+
+
+def test_info_answers_the_same_whatever_the_context_holds(config):
+    plain = Cpi(config)("info")
+    assert Cpi(config)("info", context={"lock_timeout": "not a number", "state_dir": 5}) == plain
 
 
 def test_request_id_is_logged(config):

@@ -7,7 +7,7 @@ from pydantic import BaseModel, SecretStr
 
 from cpi import errors
 from cpi.agent_env import settings, user_data
-from cpi.config import AgentConfig
+from cpi.models import AgentConfig
 from cpi.logs import Redactor
 from cpi.models import CallContext, Network
 from cpi.validation import parse
@@ -23,7 +23,6 @@ def test_redactor_learns_nested_secrets_and_url_passwords():
     })
     text = "key SECRETKEY123 id AKIAPUBLIC url https://mbus:mbuspass@x pw in-a-list $6$crypted"
     assert r.text(text) == "key <redacted> id AKIAPUBLIC url https://mbus:<redacted>@x pw <redacted> <redacted>"
-    assert r.value({"k": ["SECRETKEY123", 5, None]}) == {"k": ["<redacted>", 5, None]}
 
 
 def test_redactor_prefers_longest_secret():
@@ -79,3 +78,25 @@ def test_validation_messages_never_show_secret_values():
     message = err.value.message
     assert "password" in message and "12345678" not in message
     assert "size" in message and "'huge'" in message
+
+
+def test_context_overrides_credentials_and_region_but_never_paths():
+    """What a request's context (a director's cpi-config) may change, per cloud (README
+    "Configuration")."""
+    from cpi import config
+
+    raw = {"cloud": {"plugin": "aws", "properties": {"aws": {
+        "region": "us-east-1", "access_key_id": "AKIAFILE", "secret_access_key": "file-secret",
+        "lock_dir": "/var/vcap/sys/run/cpi-locks"}}}}
+    cfg = config.build(raw, {"region": "eu-west-1", "access_key_id": "AKIACONTEXT", "secret_access_key": "ctx",
+                             "lock_dir": "/tmp/elsewhere", "ca_cert_file": "/etc/shadow", "unrelated": 1})
+    assert cfg.properties.region == "eu-west-1" and cfg.properties.access_key_id == "AKIACONTEXT"
+    assert str(cfg.properties.lock_dir) == "/var/vcap/sys/run/cpi-locks" and cfg.properties.ca_cert_file is None
+    raw = {"cloud": {"plugin": "openstack", "properties": {"openstack": {
+        "auth_url": "http://127.0.0.1:5000/v3", "username": "u", "api_key": "k", "project": "p", "domain": "d"}}}}
+    cfg = config.build(raw, {"api_key": "other", "ssl_verify": False, "ca_cert": "/etc/shadow", "token_cache_dir": "/x"})
+    assert cfg.properties.api_key.get_secret_value() == "other"
+    assert cfg.properties.ssl_verify is True and cfg.properties.ca_cert is None
+    assert str(cfg.properties.token_cache_dir) != "/x"
+    cfg = config.build({}, {"state_dir": "/tmp/elsewhere", "agent_command": ["/bin/sh"], "faults": []})
+    assert str(cfg.properties.state_dir) != "/tmp/elsewhere" and cfg.properties.agent_command is None

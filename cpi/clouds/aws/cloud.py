@@ -55,6 +55,17 @@ class AwsCloud(Cloud):
     name = "aws"
     stemcell_formats: ClassVar[list[str]] = ["aws-raw", "aws-light"]
     Properties = AwsProperties
+    #: Not lock_dir or ca_cert_file (paths), nor slim_models (how the CPI loads itself).
+    context_overrides = frozenset({
+        "region", "ec2_endpoint", "elb_endpoint", "sts_endpoint", "ebs_endpoint", "dualstack",
+        "credentials_source", "access_key_id", "secret_access_key", "session_token",
+        "role_arn", "role_session_name", "role_external_id",
+        "default_key_name", "default_security_groups", "default_iam_instance_profile",
+        "default_availability_zone", "encrypted", "kms_key_arn", "metadata_options",
+        "instance_type_families", "max_retries", "retry_budget_seconds", "connect_timeout",
+        "read_timeout", "vm_wait_timeout", "volume_wait_timeout", "volume_in_use_timeout",
+        "image_wait_timeout",
+    })
     cloud_property_models: ClassVar[dict[str, type[BaseModel]]] = {
         "vm_type": VMCloudProperties,
         "disk_type": DiskCloudProperties,

@@ -61,6 +61,17 @@ class OpenStackCloud(Cloud):
     name = "openstack"
     stemcell_formats: ClassVar[list[str]] = ["openstack-raw", "openstack-qcow2", "openstack-light"]
     Properties = OpenStackProperties
+    #: Not ca_cert (PEM text or a file's path), ssl_verify (switching TLS checks off is the
+    #: operator's call), token_cache or token_cache_dir (what the CPI writes, and where).
+    context_overrides = frozenset({
+        "auth_url", "username", "api_key", "user_domain_name", "project_domain_name", "project",
+        "project_id", "domain", "application_credential_id", "application_credential_secret",
+        "region", "endpoint_type", "endpoint_overrides", "connect_timeout", "read_timeout",
+        "default_key_name", "default_security_groups", "default_volume_type", "boot_from_volume",
+        "config_drive", "use_dhcp", "human_readable_vm_names", "ignore_server_availability_zone",
+        "stemcell_public_visibility", "state_timeout", "wait_resource_poll_interval",
+        "retry_budget_seconds", "max_retries",
+    })
     cloud_property_models: ClassVar[dict[str, type]] = {
         "vm_type": VMCloudProperties,
         "disk_type": DiskCloudProperties,
