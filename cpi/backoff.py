@@ -135,7 +135,7 @@ class SharedLimiter:
 
     def _read(self, now: float) -> _State:
         try:
-            fd = private.open_nofollow(self._path, os.O_RDONLY)
+            fd = private.open_nofollow(self._path, os.O_RDONLY | os.O_NONBLOCK)
             with os.fdopen(fd, "rb") as handle:
                 document = json.loads(handle.read(65536))
             document.pop("key", None)
