@@ -24,7 +24,20 @@ PLUGIN = textwrap.dedent('''
         Properties = Props
 
         def has_vm(self, vm_cid):
+            if vm_cid == "bug":
+                return 1 / 0
+            if vm_cid == "recursion":
+                def down(n):
+                    return down(n + 1)
+                return down(0)
+            if vm_cid == "exit":
+                raise SystemExit(3)
+            if vm_cid == "interrupt":
+                raise KeyboardInterrupt
             return vm_cid == self.properties.greeting
+
+        def get_disks(self, vm_cid):
+            return [float("nan"), "disk-made-" + vm_cid]  # NaN is not JSON: the director cannot read it
 ''')
 
 
@@ -69,3 +82,21 @@ def test_ping(tmp_path):
     config = tmp_path / "cpi.json"
     config.write_text(json.dumps({"cloud": {"properties": {"local": {"state_dir": str(tmp_path / "s")}}}}))
     assert Cpi(config)("ping") == "pong"
+
+
+def test_unexpected_exception_is_cloud_error_with_traceback_only_in_log(tmp_path):
+    for cid, name in [("bug", "ZeroDivisionError"), ("recursion", "RecursionError"), ("exit", "SystemExit"),
+                      ("interrupt", "KeyboardInterrupt")]:
+        doc = run_with_plugin(tmp_path, {"method": "has_vm", "arguments": [cid]})
+        assert doc["error"]["type"] == "Bosh::Clouds::CloudError", doc
+        assert f"unexpected {name}" in doc["error"]["message"]
+        assert "Traceback" not in doc["error"]["message"]
+        assert "Traceback" in doc["log"]
+
+
+def test_a_result_json_cannot_hold_is_an_error_naming_it(tmp_path):
+    """Never NaN on the wire (the director's parser refuses it): the call fails, and the
+    message still shows what the cloud returned so an operator can find what it made."""
+    doc = run_with_plugin(tmp_path, {"method": "get_disks", "arguments": ["vm-1"]})
+    assert doc["error"]["type"] == "Bosh::Clouds::CloudError"
+    assert "not JSON" in doc["error"]["message"] and "disk-made-vm-1" in doc["error"]["message"]
