@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.openstack import target as os_target
+from tests.openstack.services import pytest_collection_finish  # noqa: F401  (set-up before the first test)
 from tests.support.runner import Cpi
 
 

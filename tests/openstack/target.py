@@ -11,8 +11,10 @@ Which cloud:
   network.id, subnet.cidr/gateway_ip, free_ip_range.start/end, optionally floating_ip,
   volume_type, flavors, security_groups) plus an optional `"cpi": {...}` of further
   `cloud.properties.openstack` keys (ca_cert, ...).
-- otherwise the loopback services: this needs root on Debian; `make()` runs setup.sh (it is
-  idempotent: seconds when everything is up) and skips with the reason when it cannot.
+- otherwise the loopback services: this needs root on Debian. tests/openstack/services.py
+  runs setup.sh (idempotent: seconds when everything is up) once per session before the
+  first test, showing its progress, under its own time budget; `make()` uses its outcome and
+  skips with the reason when it failed or cannot run here.
 
 cleanup() deletes what the tests left that was not there when the session started.
 """
@@ -22,7 +24,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import subprocess
 import tempfile
 import urllib.parse
 from pathlib import Path
@@ -31,12 +32,10 @@ from typing import Any
 import pytest
 
 from tests.lifecycle.targets import Target
-from tests.support.runner import ROOT
+from tests.openstack import services
 
 ENV = "CPI_LIFECYCLE_OPENSTACK_CONFIG"
-SETUP = ROOT / "tests" / "openstack" / "setup.sh"
-STATE_DIR = Path(os.environ.get("OS_STATE_DIR", "/var/tmp/cpi-openstack"))
-SETUP_TIMEOUT = 1200
+STATE_DIR = services.STATE_DIR
 #: Kept Keystone tokens of the test configs (not the operator's ~/.cache).
 TOKEN_DIR = Path(tempfile.gettempdir()) / f"cpi-openstack-test-tokens-{os.getuid()}"
 
@@ -213,24 +212,12 @@ def _wait(condition, timeout: float) -> None:
 
 
 def _loopback_env() -> dict[str, Any]:
-    """Run setup.sh (skipping with the reason when this machine cannot) and read what it wrote."""
-    if os.geteuid() != 0:
-        pytest.skip("the loopback OpenStack services need root (tests/openstack/setup.sh); "
-                    f"or set {ENV} to test against a real cloud")
-    if not Path("/etc/debian_version").exists():
-        pytest.skip("the loopback OpenStack services need Debian (bookworm) packages; "
-                    f"or set {ENV} to test against a real cloud")
-    if not SETUP.exists():
-        pytest.skip(f"{SETUP} is missing")
-    env = dict(os.environ, OS_STATE_DIR=str(STATE_DIR))
-    try:
-        proc = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, env=env, timeout=SETUP_TIMEOUT,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        pytest.skip(f"tests/openstack/setup.sh did not finish within {SETUP_TIMEOUT}s")
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        pytest.skip(f"tests/openstack/setup.sh failed (exit {proc.returncode}):\n{tail}")
+    """The loopback services' description, set up before the first test by the
+    tests.openstack.services plugin (with its progress shown and its own time budget), or
+    here when the plugin did not run; skips with the reason when the set-up failed."""
+    result = services.outcome() or services.ensure()
+    if not result.ok:
+        pytest.skip(result.reason)
     state = STATE_DIR / "cpi-openstack.json"
     if not state.exists():
         pytest.skip(f"tests/openstack/setup.sh finished but wrote no {state}")
