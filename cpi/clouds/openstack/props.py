@@ -97,7 +97,9 @@ class OpenStackProperties(BaseModel):
         "by an HMAC of the identity and its secret. false: authenticate on every call.",
     )
     token_cache_dir: str | None = Field(
-        None, description="Where kept tokens live. Default: `~/.cache/bosh-cpi/openstack-tokens`."
+        None,
+        description="Where kept tokens live: a directory of the CPI's user, created 0700 and refused if anyone "
+        "else owns it or can write to it. Default: `~/.cache/bosh-cpi/openstack-tokens` in the CPI user's home.",
     )
 
     # -- defaults for VMs and disks
