@@ -34,10 +34,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 import pytest
+
 from tests.openstack.services import pytest_collection_finish  # noqa: F401  (set-up before the first test)
 
 TARGETS = {

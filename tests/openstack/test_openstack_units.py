@@ -13,7 +13,6 @@ import pytest
 from pydantic import ValidationError
 
 from cpi import retry, waits
-from cpi.errors import CpiError
 from cpi.clouds.openstack import errors, flavors, networks, tags
 from cpi.clouds.openstack.disks import Disks, _hint
 from cpi.clouds.openstack.props import OpenStackProperties, VMCloudProperties
