@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from cpi.errors import CloudError, VMCreationFailed
 from cpi.failpoints import reached
+from cpi.private import open_nofollow
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,8 @@ def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None, boot
     argv = [*command, "-b", str(base), "-P", "dummy", "-M", "dummy", "-C", str(base / "agent.json")]
     env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "TMPDIR": str(base), MARKER: str(base)}
     log.info("starting VM process: %s", " ".join(argv))
-    with open(base / "agent.log", "ab") as out:
+    # the agent's output may quote its settings: private, as every file of the VM
+    with os.fdopen(open_nofollow(base / "agent.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
         try:
             process = subprocess.Popen(
                 argv,
