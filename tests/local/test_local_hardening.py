@@ -204,3 +204,20 @@ def test_demo_reads_only_what_it_shows(tmp_path):
     returncode, max_rss_kib = map(int, proc.stdout.split())
     assert returncode == 0, proc.stderr
     assert max_rss_kib < 150 * 1024, f"a child of the demo used {max_rss_kib // 1024} MiB"
+
+
+def test_deletes_touch_only_their_own_kind_and_never_step_outside(local, tmp_path):
+    disk = local.cpi("create_disk", 10, {}, None)
+    stemcell = local.cpi("create_stemcell", *local.stemcell_args())
+    outside = local.state_dir / "pending" / ".." / ".." / "outside"
+    outside.write_text("keep me")
+    for method in ("delete_vm", "delete_snapshot", "delete_stemcell"):
+        assert local.cpi(method, disk) is None
+    for method in ("delete_vm", "delete_disk", "delete_snapshot"):
+        assert local.cpi(method, stemcell) is None
+    for method, cid in [("delete_vm", "vm-/../../outside"), ("delete_disk", "disk-/../../../outside"),
+                        ("delete_stemcell", "sc-/../../outside"), ("delete_snapshot", "snap-/../../outside")]:
+        local.cpi.call(method, cid)
+    assert local.cpi("has_disk", disk) is True
+    assert (local.state_dir / "stemcells" / stemcell / "image").exists()
+    assert (tmp_path / "outside").read_text() == "keep me"

@@ -76,10 +76,13 @@ class LocalCloud(Cloud):
                 raise
             self.store.remove_pending(cid)
 
-    def _purge(self, cid: str) -> bool:
+    def _purge(self, cid: str, kind: type | None = None) -> bool:
         """Remove everything under `cid` (its lock held): processes, IPs, files, record,
-        pending entry. True if anything was there."""
-        kind = self.store.kind_of(cid)
+        pending entry. True if anything was there. `kind` is the one the caller's method
+        deletes (delete_disk of a VM's cid must not touch the VM); by default the cid's."""
+        kind = kind or self.store.kind_of(cid)
+        if kind is not self.store.kind_of(cid):
+            return False
         if kind is VMRecord:
             found = self._destroy(cid, self.store.load(VMRecord, cid))
         elif kind is not None:
@@ -122,7 +125,7 @@ class LocalCloud(Cloud):
 
     def delete_stemcell(self, stemcell_cid: str) -> None:
         with self._lock(stemcell_cid):
-            if not self._purge(stemcell_cid) and self.store.valid(StemcellRecord, stemcell_cid):
+            if not self._purge(stemcell_cid, StemcellRecord):
                 self.log.info("stemcell %s not found: nothing to delete", stemcell_cid)
 
     # ------------------------------------------------------------ VMs
@@ -258,7 +261,8 @@ class LocalCloud(Cloud):
     def delete_vm(self, vm_cid: str) -> None:
         with self._locked_with_disks(vm_cid) as record:
             found = self._destroy(vm_cid, record)
-            self.store.remove_pending(vm_cid)
+            if self.store.valid(VMRecord, vm_cid):
+                self.store.remove_pending(vm_cid)
             if not found:
                 self.log.info("VM %s not found: nothing to delete", vm_cid)
 
@@ -315,7 +319,7 @@ class LocalCloud(Cloud):
             record = self.store.load(DiskRecord, disk_cid)
             if record and record.vm_cid and self.store.load(VMRecord, record.vm_cid) is not None:
                 raise CloudError(f"disk '{disk_cid}' is attached to VM {record.vm_cid}; detach it first")
-            if not self._purge(disk_cid):
+            if not self._purge(disk_cid, DiskRecord):
                 self.log.info("disk %s not found: nothing to delete", disk_cid)
 
     def has_disk(self, disk_cid: str) -> bool:
@@ -420,7 +424,7 @@ class LocalCloud(Cloud):
 
     def delete_snapshot(self, snapshot_cid: str) -> None:
         with self._lock(snapshot_cid):
-            if not self._purge(snapshot_cid):
+            if not self._purge(snapshot_cid, SnapshotRecord):
                 self.log.info("snapshot %s not found: nothing to delete", snapshot_cid)
 
 

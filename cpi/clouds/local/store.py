@@ -197,6 +197,8 @@ class Store:
     # -- creates in progress: one empty file per cid (see orphans.py)
 
     def pending_path(self, cid: str) -> Path:
+        if "/" in cid or "\0" in cid or cid in ("", ".", "..") or len(cid.encode(errors="surrogatepass")) > 255:
+            return self.root / "pending" / ".invalid"  # a hostile cid never names a path outside
         return self.root / "pending" / cid
 
     def add_pending(self, cid: str) -> None:
