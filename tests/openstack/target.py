@@ -36,8 +36,21 @@ from tests.openstack import services
 
 ENV = "CPI_LIFECYCLE_OPENSTACK_CONFIG"
 STATE_DIR = services.STATE_DIR
-#: Kept Keystone tokens of the test configs (not the operator's ~/.cache).
-TOKEN_DIR = Path(tempfile.gettempdir()) / f"cpi-openstack-test-tokens-{os.getuid()}"
+_token_dir: list[Path] = []
+
+
+def token_dir() -> Path:
+    """Kept Keystone tokens of the test configs: not the operator's ~/.cache, and not a fixed
+    name in /tmp either (another user could make it first; the CPI would then refuse it). One
+    private directory per test session, removed at its end."""
+    if not _token_dir:
+        import atexit
+        import shutil
+
+        made = Path(tempfile.mkdtemp(prefix="cpi-openstack-test-tokens-"))
+        atexit.register(shutil.rmtree, made, True)
+        _token_dir.append(made)
+    return _token_dir[0]
 
 _prepared: dict[str, Any] = {}
 
@@ -251,7 +264,7 @@ def cpi_properties(env: dict[str, Any], **overrides: Any) -> dict[str, Any]:
         "state_timeout": 120,
         "wait_resource_poll_interval": 2,
         "retry_budget_seconds": 60,
-        "token_cache_dir": str(TOKEN_DIR),
+        "token_cache_dir": str(token_dir()),
     }
     props.update(env.get("cpi") or {})
     props.update(overrides)
