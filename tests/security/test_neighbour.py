@@ -152,6 +152,7 @@ def test_the_old_temp_paths_planted_full_of_links_are_not_used(world):
         assert "hunter2" not in path.name and "hunter2" not in path.read_text(), path
     # (the aws-locks directory above proves the lock was taken: its file goes with the lock)
     assert "hunter2" not in response.raw and "hunter2" not in response.stderr
+    assert "@127.0.0.1" not in response.error["message"], "the endpoint's user info is shown (if masked)"
 
 
 @pytest.mark.parametrize("setting", ["throttle.state_dir", "aws.lock_dir"])
@@ -213,3 +214,4 @@ def test_openstack_token_cache_in_the_neighbours_directory_fails_clearly(world):
     assert "cloud.properties.openstack.token_cache_dir" in error["message"], error
     assert_untouched(world, planted)
     assert "hunter2" not in response.raw and "hunter2" not in response.stderr
+    assert "@127.0.0.1" not in response.error["message"], "the endpoint's user info is shown (if masked)"

@@ -9,6 +9,7 @@ botocore is imported inside functions: this module is imported by `info`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from cpi import retry
@@ -142,8 +143,9 @@ def to_cloud_error(exc: BaseException, what: str, credentials: str | None = None
             "credentials_source static with access_key_id and secret_access_key, or provide an instance profile"
         )
     if isinstance(exc, bexc.EndpointConnectionError):
-        return CloudError(f"{what}: cannot reach {getattr(exc, 'kwargs', {}).get('endpoint_url', 'the endpoint')}: "
-                          f"{exc}; check region and the *_endpoint properties", ok_to_retry=True)
+        # an endpoint written with user:password@ shows neither
+        text = re.sub(r"//[^/@\s\"']*@", "//", f"cannot reach {getattr(exc, 'kwargs', {}).get('endpoint_url', 'the endpoint')}: {exc}")
+        return CloudError(f"{what}: {text}; check region and the *_endpoint properties", ok_to_retry=True)
     if isinstance(exc, bexc.BotoCoreError):
         return CloudError(f"{what}: {type(exc).__name__}: {exc}")
     return CloudError(f"{what}: unexpected {type(exc).__name__}: {exc}")
