@@ -1,0 +1,94 @@
+"""No import circles among the CPI's modules: every import statement the code can run (at
+module level or inside a function; not those under `if TYPE_CHECKING:`) is an edge, and a
+cycle fails with its path. aws/props.py once imported aws/cloud.py (to render docs/aws.md)
+while cloud.py imports props.py. Imports through importlib (the cloud registry) are not
+seen; a package's __init__ run on the way to its submodule is not counted as an import."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.support.runner import ROOT
+
+#: Packages whose modules must not import each other in a circle.
+CHECKED = ["cpi.clouds.aws", "cpi"]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in (ROOT / "cpi").rglob("*.py")}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:  # `from . import errors` imports the module errors
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return {m for m in found if m in modules and m != name}
+
+
+def _cycle_through(start: str, graph: dict[str, set[str]], scope: str) -> list[str] | None:
+    stack = [(start, [start])]
+    seen = set()
+    while stack:
+        node, trail = stack.pop()
+        for nxt in graph.get(node, ()):
+            if not nxt.startswith(scope):
+                continue
+            if nxt == start:
+                return trail + [start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, trail + [nxt]))
+    return None
+
+
+@pytest.mark.parametrize("package", CHECKED)
+def test_no_import_circle_inside(package):
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    cycles = []
+    for name in sorted(modules):
+        if name.startswith(package + ".") and name != package:
+            cycle = _cycle_through(name, graph, package + ".")
+            if cycle:
+                cycles.append(" -> ".join(cycle))
+    assert not cycles, "import circles:\n" + "\n".join(cycles)
+
+
+def test_the_graph_sees_function_level_imports():
+    modules = _modules()
+    aws_cloud = _imports("cpi.clouds.aws.cloud", modules["cpi.clouds.aws.cloud"], modules)
+    assert "cpi.clouds.aws.props" in aws_cloud
