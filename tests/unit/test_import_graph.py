@@ -7,6 +7,7 @@ seen; a package's __init__ run on the way to its submodule is not counted as an 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -75,10 +76,15 @@ def _cycle_through(start: str, graph: dict[str, set[str]], scope: str) -> list[s
     return None
 
 
+@functools.cache
+def _graph() -> tuple[dict[str, Path], dict[str, set[str]]]:
+    modules = _modules()
+    return modules, {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
 @pytest.mark.parametrize("package", CHECKED)
 def test_no_import_circle_inside(package):
-    modules = _modules()
-    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    modules, graph = _graph()
     cycles = []
     for name in sorted(modules):
         if name.startswith(package + ".") and name != package:
