@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
+import threading
 from pathlib import Path
 
 from cpi.errors import CpiError
@@ -126,7 +126,13 @@ def replace_file(path: Path | str, data: bytes, mode: int = 0o600) -> None:
     temporary name next to it (O_EXCL, never through a link), then renamed over it, so a
     process killed at any point leaves the old file or the new one, never half of one."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # one temporary name per process and thread: one a killed process left behind is reused
+    # (removed, then made anew) by the next holder of its pid, so leftovers cannot pile up
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
     fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         with os.fdopen(fd, "wb") as handle:

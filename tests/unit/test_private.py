@@ -173,3 +173,15 @@ def test_cache_dir_is_in_the_home_and_names_the_setting_without_one(monkeypatch,
     monkeypatch.setattr(private.Path, "home", staticmethod(no_home))
     with pytest.raises(CpiError, match=f"{WHAT} is not set .* no home directory"):
         private.cache_dir("throttle", WHAT)
+
+
+def test_replace_file_reuses_what_a_killed_writer_left(tmp_path):
+    """A writer killed between writing and renaming leaves its temporary file; the next
+    process with that pid reuses the name instead of adding one more."""
+    import threading
+
+    left = tmp_path / f".state.{os.getpid()}-{threading.get_ident()}.tmp"
+    left.write_text("half")
+    replace_file(tmp_path / "state", b"whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+    assert (tmp_path / "state").read_bytes() == b"whole"
