@@ -161,8 +161,6 @@ def clean_up_after_kill(run: Run, n: int, kind: str) -> None:
         if cid in pending and n % 2:
             continue
         prefix = cid.split("-", 1)[0]
-        if prefix in HAS:
-            run(HAS[prefix], cid)
         assert run(DELETE[prefix], cid) is None
         if prefix in HAS:
             assert run(HAS[prefix], cid) is False
@@ -246,8 +244,8 @@ def test_create_killed_at_every_point(local, kind):
             break
         assert n < 30, f"{method} never completed"
         clean_up_after_kill(run, n, key)
-        fresh = run(method, *arguments)  # sweeps whatever nobody knows the cid of
-        run(DELETE[key], fresh)
+        if n % 2:  # what the kill left pending is still there: a fresh create sweeps it
+            run(DELETE[key], run(method, *arguments))
         assert_clean(local, keep)
         assert listing(local.state_dir)["locks"] == []
     assert n >= 5
@@ -280,7 +278,7 @@ def test_attach_and_detach_killed_at_every_point(local, method):
         _, doc, _ = run.raw("detach_disk", vm_cid, disk_cid)
         assert doc["error"] is None or doc["error"]["type"] == "Bosh::Clouds::DiskNotAttached", doc["error"]
         assert local.disk_attached_to(disk_cid) is None
-        assert run("get_disks", vm_cid) == []
+        assert local.vm_record(vm_cid)["disks"] == {}
         assert local.settings(vm_cid)["disks"]["persistent"] == {}
     assert n >= 3
     assert run("delete_vm", vm_cid) is None

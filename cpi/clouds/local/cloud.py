@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import os
 import stat
@@ -26,7 +27,7 @@ from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import CloudError, CpiError, DiskNotAttached, DiskNotFound, NotSupported, VMCreationFailed, VMNotFound
 from cpi.failpoints import reached
 from cpi.files import atomic_write_json, read_json
-from cpi.locks import locked
+from cpi.locks import collect_stale, locked
 from cpi.private import open_nofollow
 from cpi.models import Network, VMResources
 from cpi.validation import parse
@@ -39,6 +40,20 @@ MIB = 1024 * 1024
 SETTINGS_FILE = "cpi-agent-env.json"
 #: Persistent disks get /dev/sdc onwards (sda: system, sdb: ephemeral), as on OpenStack.
 DEVICE_LETTERS = string.ascii_lowercase[2:]
+
+
+def _then_collect_stale_locks(method):
+    """After a delete, remove lock files left by processes killed while holding them (a
+    killed snapshot_disk's lock on its disk, say): deletes are what an operator runs after
+    a kill, and the locks dir should then be empty."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        result = method(self, *args, **kwargs)
+        collect_stale(self.store.lock_dir)
+        return result
+
+    return wrapper
 
 
 class LocalCloud(Cloud):
@@ -123,6 +138,7 @@ class LocalCloud(Cloud):
                 source.close()
         return stemcell_cid
 
+    @_then_collect_stale_locks
     def delete_stemcell(self, stemcell_cid: str) -> None:
         with self._lock(stemcell_cid):
             if not self._purge(stemcell_cid, StemcellRecord):
@@ -258,6 +274,7 @@ class LocalCloud(Cloud):
 
         return hold()
 
+    @_then_collect_stale_locks
     def delete_vm(self, vm_cid: str) -> None:
         with self._locked_with_disks(vm_cid) as record:
             found = self._destroy(vm_cid, record)
@@ -314,6 +331,7 @@ class LocalCloud(Cloud):
             raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
         return record
 
+    @_then_collect_stale_locks
     def delete_disk(self, disk_cid: str) -> None:
         with self._lock(disk_cid):
             record = self.store.load(DiskRecord, disk_cid)
@@ -422,6 +440,7 @@ class LocalCloud(Cloud):
             self.store.save(SnapshotRecord(snapshot_cid=snapshot_cid, disk_cid=disk_cid, size=disk.size, metadata=metadata))
         return snapshot_cid
 
+    @_then_collect_stale_locks
     def delete_snapshot(self, snapshot_cid: str) -> None:
         with self._lock(snapshot_cid):
             if not self._purge(snapshot_cid, SnapshotRecord):
