@@ -13,13 +13,14 @@ masking, so that a cut never leaves the head of a secret behind).
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
 import re
 import sys
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 MASK = "<redacted>"
 _PLACEHOLDER = "\ue000"  # a private-use character: no secret worth masking contains it
@@ -33,9 +34,11 @@ SECRET_LAST_WORDS = {
 #: ... or when any of its words is one of these (`password_hash`, `secret_access_key`).
 SECRET_ANY_WORDS = {"password", "passwd", "passphrase", "secret"}
 _WORDS = re.compile(r"[A-Za-z][a-z0-9]*|[0-9]+")
-#: A URL's userinfo password: scheme://user:PASSWORD@ — quantifiers are bounded, so a long
-#: run of letters costs a constant per position, never a rescan of the whole run.
-URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/\s:@]{0,256}:([^/\s@]{1,1024})@")
+#: What follows "://" when a URL carries a password: user:PASSWORD@. Neither part may hold
+#: a "/", so one look never runs past the next "://": finding them all is linear.
+URL_USERINFO = re.compile(r"[^/\s:@]{0,256}:([^/\s@]{1,1024})@")
+#: Words of a key that may make it secret (a quick look before splitting it into words).
+_SECRET_HINT = re.compile(r"pass|pwd|secret|token|key|cred|auth|cookie|pem|sign|psk", re.IGNORECASE)
 #: Characters that repr(), JSON and URL quoting all leave as they are.
 _PLAIN = re.compile(r"[A-Za-z0-9_.~-]*")
 #: The longest log record or message kept (characters); longer ones are cut, marked.
@@ -46,7 +49,10 @@ RECORD_LIMIT = 8192
 active: Redactor | None = None
 
 
+@functools.lru_cache(maxsize=4096)
 def looks_secret(key: str) -> bool:
+    if not _SECRET_HINT.search(key):
+        return False
     words = [w.lower() for w in _WORDS.findall(key)]
     return bool(words) and (words[-1] in SECRET_LAST_WORDS or any(w in SECRET_ANY_WORDS for w in words))
 
@@ -55,8 +61,7 @@ class Redactor:
     """Knows this call's secrets and masks them, and their escaped forms, wherever they appear."""
 
     def __init__(self) -> None:
-        self._secrets: set[str] = set()
-        self._ordered: list[str] | None = None
+        self._by_length: dict[int, set[str]] = {}
         self._longest = 0
 
     def add(self, secret: Any) -> None:
@@ -64,52 +69,64 @@ class Redactor:
             return
         if isinstance(secret, int):
             secret = str(secret) if abs(secret) >= 1000 else ""  # tiny numbers would mask every count
-        if not isinstance(secret, str) or not secret or secret in self._secrets:
+        if not isinstance(secret, str) or not secret:
             return
-        forms = {secret}
+        group = self._by_length.get(len(secret))
+        if group is not None and secret in group:
+            return
+        forms = [secret]
         if not _PLAIN.fullmatch(secret):
             # the forms a secret takes when a message shows it through repr(), JSON or a URL
-            forms |= {json.dumps(secret)[1:-1], repr(secret)[1:-1], quote(secret, safe="")}
+            forms += [json.dumps(secret)[1:-1], repr(secret)[1:-1], quote(secret, safe="")]
         for form in forms:
-            if form and form not in self._secrets:
-                self._secrets.add(form)
-                self._longest = max(self._longest, len(form))
-                self._ordered = None
+            if form:
+                self._by_length.setdefault(len(form), set()).add(form)
+                if len(form) > self._longest:
+                    self._longest = len(form)
 
     def collect(self, data: Any, secret_parent: bool = False) -> None:
         """Learn the secrets inside a config or request structure: values under secret-looking
         keys (at any depth) and passwords embedded in URLs such as `https://mbus:PW@host`.
-        Walks with an explicit stack: a request may be nested deeper than Python recurses."""
+        Walks with an explicit stack (a request may be nested deeper than Python recurses),
+        and handles strings where it meets them: a request of a million values stays cheap."""
         stack = [(data, secret_parent)]
+        push, pop = stack.append, stack.pop
         while stack:
-            value, secret = stack.pop()
-            if isinstance(value, dict):
-                for key, item in value.items():
-                    stack.append((item, secret or (isinstance(key, str) and looks_secret(key))))
-            elif isinstance(value, (list, tuple)):
-                stack.extend((item, secret) for item in value)
-            elif isinstance(value, str):
-                if secret:
-                    self.add(value)
-                if "://" in value:
-                    self._learn_urls(value)
-            elif secret:
-                self.add(value)
+            value, secret = pop()
+            kind = type(value)
+            if kind is dict:
+                pairs = ((key, item, secret or (type(key) is str and looks_secret(key))) for key, item in value.items())
+            elif kind is list or kind is tuple:
+                pairs = ((None, item, secret) for item in value)
+            else:
+                self._learn_value(value, secret)
+                continue
+            for _, item, item_secret in pairs:
+                if type(item) is str:
+                    if item_secret:
+                        self.add(item)
+                    if "://" in item:
+                        self.learn_text(item)
+                elif type(item) is dict or type(item) is list or type(item) is tuple:
+                    push((item, item_secret))
+                elif item_secret:
+                    self.add(item)
 
-    def _learn_urls(self, value: str) -> None:
-        for match in URL_WITH_PASSWORD.finditer(value):
-            self.add(match.group(1))
-        try:
-            self.add(urlsplit(value).password)
-        except ValueError:
-            return  # not a URL after all (a bad port, say): the pattern above has seen it
+    def _learn_value(self, value: Any, secret: bool) -> None:
+        if secret:
+            self.add(value)
+        if type(value) is str and "://" in value:
+            self.learn_text(value)
 
     def learn_text(self, text: str) -> None:
-        """Learn URL passwords that appear in text the CPI did not get from the request or the
-        config (an agent's log quoted in an error message)."""
-        if "://" in text:
-            for match in URL_WITH_PASSWORD.finditer(text):
+        """Learn the passwords of the URLs in `text`: in the config and the request, and in
+        text the CPI quotes without having seen it before (an agent's log)."""
+        start = text.find("://")
+        while start != -1:
+            match = URL_USERINFO.match(text, start + 3)
+            if match:
                 self.add(match.group(1))
+            start = text.find("://", start + 3)
 
     def text(self, text: str, limit: int | None = None) -> str:
         """`text` with every known secret masked; cut to `limit` characters when given.
@@ -125,14 +142,30 @@ class Redactor:
                 head = head[: -self._longest]
             return head[:limit] + f"... ({total} characters in all)"
         self.learn_text(text)
-        if self._ordered is None:
-            self._ordered = sorted(self._secrets, key=len, reverse=True)
-        size, masked = len(text), False
-        for secret in self._ordered:
-            if len(secret) <= size and secret in text:
-                # a placeholder first, so a short secret never matches inside an earlier mask
-                text, masked = text.replace(secret, _PLACEHOLDER), True
-        return text.replace(_PLACEHOLDER, MASK) if masked else text
+        found = self._find(text)
+        if not found:
+            return text
+        for secret in sorted(found, key=len, reverse=True):
+            # a placeholder first, so a short secret never matches inside an earlier mask
+            text = text.replace(secret, _PLACEHOLDER)
+        return text.replace(_PLACEHOLDER, MASK)
+
+    def _find(self, text: str) -> set[str]:
+        """The known secrets that occur in `text`, in time linear in its length for each
+        length of secret there is: a few secrets of one length are each searched for (in C);
+        many are looked up among the text's substrings of that length."""
+        size, found = len(text), set()
+        for length, group in self._by_length.items():
+            if length > size:
+                continue
+            windows = size - length + 1
+            # searching costs about a pass over the text per secret; slicing, a set lookup
+            # per window: search while that is cheaper (a pass over 1 KiB ~ one lookup)
+            if len(group) * (1 + size // 1024) <= windows:
+                found.update(secret for secret in group if secret in text)
+            else:
+                found.update(group.intersection(text[i:i + length] for i in range(windows)))
+        return found
 
 
 def shown(value: Any, limit: int = 80) -> str:
