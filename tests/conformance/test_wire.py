@@ -289,3 +289,22 @@ def test_a_request_500_deep_creates_nothing(config, tmp_path):
     response = Cpi(config).call("create_vm", "agent-1", stemcell_cid, {}, {"n": {"type": "dynamic", "extra": deep}}, [], {})
     assert response.error["type"] == "Bosh::Clouds::CpiError"
     assert not any((tmp_path / "state" / "vms").iterdir())
+
+
+def test_config_file_that_is_not_utf8_is_a_cpi_error(tmp_path):
+    path = tmp_path / "cpi.json"
+    path.write_bytes(b'{"cloud": {"plugin": "local", "properties": {"local": {"state_dir": "/tmp/\xff"}}}}')
+    response = run_raw(b'{"method": "info"}', path)
+    assert response.error["type"] == "Bosh::Clouds::CpiError"
+    assert "is not valid JSON: not UTF-8" in response.error["message"] and "cpi.json" in response.error["message"]
+
+
+def test_stemcell_tags_of_any_json_type_are_stored_as_strings(config, tmp_path):
+    """The v3 director sends tags as given in the manifest; a number once failed validation
+    after the stemcell directory was made."""
+    image = tmp_path / "image"
+    image.write_bytes(b"x")
+    stemcell_cid = Cpi(config)("create_stemcell", str(image), {}, {"tags": {"build": 42, "lts": True, "team": "cpi"}},
+                               api_version=3)
+    record = json.loads((tmp_path / "state" / "stemcells" / stemcell_cid / "stemcell.json").read_text())
+    assert record["tags"] == {"build": "42", "lts": "true", "team": "cpi"}
