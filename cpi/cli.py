@@ -103,7 +103,7 @@ def lifecycle(args: argparse.Namespace) -> int:
     cpi("has_vm", vm_cid)
     cpi("delete_disk", disk)
     cpi("delete_stemcell", stemcell)
-    left = {kind: sorted(p.name for p in (state / kind).iterdir()) for kind in ("stemcells", "vms", "disks", "snapshots", "ips")}
+    left = {kind: sorted(p.name for p in (state / kind).iterdir()) for kind in ("stemcells", "vms", "disks", "snapshots", "ips", "pending")}
     leaked = {k: v for k, v in left.items() if v}
     print(f"\nLifecycle complete. Left in {state}: {leaked or 'nothing'}")
     return 1 if leaked else 0

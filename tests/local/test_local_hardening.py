@@ -221,3 +221,37 @@ def test_deletes_touch_only_their_own_kind_and_never_step_outside(local, tmp_pat
     assert local.cpi("has_disk", disk) is True
     assert (local.state_dir / "stemcells" / stemcell / "image").exists()
     assert (tmp_path / "outside").read_text() == "keep me"
+
+
+def test_stemcell_tag_values_are_stringified_and_a_failed_create_leaves_nothing(tmp_path, monkeypatch):
+    from cpi.clouds.local import cloud as local_cloud
+    from cpi.errors import CloudError
+
+    cloud = _in_process(tmp_path)
+    stemcell = cloud.create_stemcell("", {}, {"version": 3, "light": True})
+    assert cloud.store.load(local_cloud.StemcellRecord, stemcell).tags == {"version": "3", "light": "True"}
+    image = tmp_path / "image"
+    image.write_bytes(b"x" * 100)
+
+    real_new_file = local_cloud._new_file
+
+    class Full:
+        """The image file, on a file system that fills up at the first write."""
+
+        def __init__(self, path):
+            self.file = real_new_file(path)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(local_cloud, "_new_file", Full)
+    with pytest.raises(CloudError, match="No space"):
+        cloud.create_stemcell(str(image), {}, {})
+    assert os.listdir(cloud.store.root / "stemcells") == [stemcell]
+    assert os.listdir(cloud.store.root / "pending") == [] and os.listdir(cloud.store.root / "locks") == []

@@ -474,31 +474,38 @@ def _read(path: Path) -> dict | None:
         return None
 
 
-def _allocate(path: Path, size: int, preallocate: bool) -> None:
-    """Give the file `size` bytes, keeping what it holds: sparse (a hole), or with its
-    blocks reserved. A size the file system cannot hold is a CloudError (the caller
-    removes what it made)."""
-    fd = open_nofollow(path, os.O_RDWR)
+@contextlib.contextmanager
+def _no_space_is_a_cloud_error(what: str):
+    """A full or too small file system is the IaaS failing, not a bug: say so (the create
+    that called removes what it made)."""
     try:
-        current = os.fstat(fd).st_size
-        if size > current:
-            os.ftruncate(fd, size)
-        if preallocate:
-            try:
-                os.posix_fallocate(fd, 0, size)
-            except OSError as exc:
-                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                    raise
-                # the file system cannot reserve blocks (some network file systems): sparse
-        reached("disk allocated")
+        yield
     except OverflowError:
-        raise CloudError(f"{size} bytes is more than the file system can hold in one file ({path.name})") from None
+        raise CloudError(f"{what}: more than the file system can hold in one file") from None
     except OSError as exc:
         if exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
-            raise CloudError(f"cannot allocate {size} bytes for {path.name}: {exc.strerror}") from None
+            raise CloudError(f"{what}: {exc.strerror}") from None
         raise
-    finally:
-        os.close(fd)
+
+
+def _allocate(path: Path, size: int, preallocate: bool) -> None:
+    """Give the file `size` bytes, keeping what it holds: sparse (a hole), or with its
+    blocks reserved."""
+    with _no_space_is_a_cloud_error(f"cannot allocate {size} bytes for {path.name}"):
+        fd = open_nofollow(path, os.O_RDWR)
+        try:
+            if size > os.fstat(fd).st_size:
+                os.ftruncate(fd, size)
+            if preallocate:
+                try:
+                    os.posix_fallocate(fd, 0, size)
+                except OSError as exc:
+                    if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                        raise
+                    # the file system cannot reserve blocks (some network file systems): sparse
+            reached("disk allocated")
+        finally:
+            os.close(fd)
 
 
 def _open_image(image_path: str):
@@ -517,7 +524,7 @@ def _open_image(image_path: str):
 def _copy_with_sha1(src, target: Path) -> tuple[str, int]:
     """Copy to a new 0600 file: the image may be secret, whatever its source's mode."""
     digest, size = hashlib.sha1(), 0
-    with _new_file(target) as dst:
+    with _no_space_is_a_cloud_error("cannot copy the stemcell image"), _new_file(target) as dst:
         while chunk := src.read(MIB):
             digest.update(chunk)
             dst.write(chunk)
@@ -529,7 +536,8 @@ def _copy_with_sha1(src, target: Path) -> tuple[str, int]:
 def _sparse_copy(source: Path, target: Path) -> None:
     """Copy only the data regions, keeping holes: a snapshot of a mostly empty 10 GiB disk
     costs what the disk holds, not 10 GiB."""
-    with os.fdopen(open_nofollow(source, os.O_RDONLY), "rb") as src, _new_file(target) as dst:
+    with _no_space_is_a_cloud_error("cannot copy the disk"), \
+            os.fdopen(open_nofollow(source, os.O_RDONLY), "rb") as src, _new_file(target) as dst:
         fd = src.fileno()
         size = os.fstat(fd).st_size
         offset = 0
