@@ -7,8 +7,9 @@ After each kill it looks at the state dir as an operator would, removes what it 
 with delete_* (or lets a fresh create of the same kind sweep it), and checks that no VM
 process, mbus listener, file, IP reservation or lock file is left.
 
-create_vm has the most points; by default it is killed at a chosen set of them (named),
-and at every one with CPI_TEST_LONG=1.
+create_vm (and delete_vm, which is not a create but is what an operator retries) are
+killed at a chosen set of their points by default (named), and at every one with
+CPI_TEST_LONG=1.
 """
 
 from __future__ import annotations
@@ -286,3 +287,25 @@ def test_attach_and_detach_killed_at_every_point(local, method):
     assert run("delete_stemcell", stemcell) is None
     assert_clean(local)
     assert listing(local.state_dir)["locks"] == []
+
+
+def test_delete_vm_killed_at_every_point(local):
+    """A delete killed half way is finished by the next delete (the director retries)."""
+    run = Run(local)
+    stemcell = run("create_stemcell", *local.stemcell_args())
+    disk_cid = run("create_disk", 16, {}, None)
+    killed = 0
+    for n in points(["wrote disk.json", "ip released", "removed vm.json"]):
+        vm_cid, _ = run("create_vm", "agent-d", stemcell, {}, local.manual_network(9), [], {})
+        run("attach_disk", vm_cid, disk_cid)
+        done = run.killed("delete_vm", vm_cid, at=n)
+        if done is not None:
+            assert done["error"] is None, done["error"]
+            break
+        killed += 1
+        assert run("delete_vm", vm_cid) is None
+        assert run("has_vm", vm_cid) is False
+        assert local.disk_attached_to(disk_cid) is None
+        assert_clean(local, keep={stemcell, disk_cid})
+    assert killed >= 3
+    assert_clean(local, keep={stemcell, disk_cid})
