@@ -255,3 +255,12 @@ def test_stemcell_tag_values_are_stringified_and_a_failed_create_leaves_nothing(
         cloud.create_stemcell(str(image), {}, {})
     assert os.listdir(cloud.store.root / "stemcells") == [stemcell]
     assert os.listdir(cloud.store.root / "pending") == [] and os.listdir(cloud.store.root / "locks") == []
+
+
+def test_an_empty_reservation_left_by_an_older_cpi_is_reclaimed(tmp_path):
+    cloud = _in_process(tmp_path)
+    (cloud.store.root / "ips" / "10.0.0.9").write_bytes(b"")
+    (cloud.store.root / "vms" / "vm-1").mkdir()
+    cloud.store.reserve_ip("10.0.0.9", "vm-1")
+    assert cloud.store.ip_owner("10.0.0.9") == "vm-1"
+    assert cloud.store.ips_of("vm-1") == ["10.0.0.9"]

@@ -197,7 +197,7 @@ class LocalCloud(Cloud):
         taken: list[str] = []
         if not wanted:
             return taken
-        with self._lock("ips"):
+        with self._lock("ips"):  # a leaf: nothing else is locked while it is held
             for name, ip in wanted:
                 owner = self.store.ip_owner(ip)
                 if owner and self.store.load(VMRecord, owner) is None:

@@ -237,7 +237,14 @@ class Store:
         temp = self.dir(VMRecord, vm_cid) / f".ip-{canonical_ip(ip)}"
         atomic_write_bytes(temp, vm_cid.encode())
         try:
-            os.link(temp, self._ip_path(ip))
+            try:
+                os.link(temp, self._ip_path(ip))
+            except FileExistsError:
+                if self.ip_owner(ip) is not None:
+                    raise
+                # an empty reservation, left by a CPI before this one wrote them atomically
+                self._ip_path(ip).unlink()
+                os.link(temp, self._ip_path(ip))
         finally:
             temp.unlink(missing_ok=True)
         reached("ip reserved")
