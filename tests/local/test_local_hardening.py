@@ -264,3 +264,11 @@ def test_an_empty_reservation_left_by_an_older_cpi_is_reclaimed(tmp_path):
     cloud.store.reserve_ip("10.0.0.9", "vm-1")
     assert cloud.store.ip_owner("10.0.0.9") == "vm-1"
     assert cloud.store.ips_of("vm-1") == ["10.0.0.9"]
+
+
+def test_a_faults_count_write_killed_before_its_rename_is_swept(tmp_path):
+    cloud = _in_process(tmp_path)
+    (cloud.store.root / ".faults.json.abc123.tmp").write_text("{}")
+    cloud.create_disk(1, {}, None)
+    assert sorted(os.listdir(cloud.store.root)) == sorted(["stemcells", "vms", "disks", "snapshots", "ips",
+                                                           "pending", "locks"])

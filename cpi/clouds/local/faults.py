@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
 from cpi import errors
 from cpi.files import atomic_write_json, read_json
-from cpi.locks import locked
+from cpi.locks import locked, try_locked
 
 from .props import Fault
 
@@ -63,3 +64,15 @@ def _take(fault: Fault, state_dir: Path, lock_dir: Path) -> bool:
         counts[key] = used + 1
         atomic_write_json(path, counts)
         return True
+
+
+def collect_temp(state_dir: Path, lock_dir: Path) -> None:
+    """Remove the temp file of a faults.json write whose process was killed before its
+    rename (only while nobody holds the lock every writer holds)."""
+    temps = [e for e in os.listdir(state_dir) if e.startswith(".faults.json.") and e.endswith(".tmp")]
+    if not temps:
+        return
+    with try_locked(lock_dir, "faults") as free:
+        if free:
+            for entry in temps:
+                (state_dir / entry).unlink(missing_ok=True)

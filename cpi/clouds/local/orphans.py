@@ -6,7 +6,8 @@ will ever delete it. So a create first takes the lock on its new cid and writes
 is free therefore belongs to a dead creator; every later create sweeps such entries,
 removing whatever exists under that cid (VM processes found by their marker, IP
 reservations, files, record). The sweep also removes the lock files of processes killed
-while they held a lock (cpi.locks.collect_stale).
+while they held a lock (cpi.locks.collect_stale), and the temp file of a faults.json
+write killed before its rename.
 
 A resource whose create finished but whose answer was lost (killed after the entry went)
 has a complete record: `has_*` reports it and `delete_*` removes it, as any other.
@@ -18,6 +19,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from cpi.locks import collect_stale, try_locked
+
+from . import faults
 
 if TYPE_CHECKING:
     from .cloud import LocalCloud
@@ -35,3 +38,4 @@ def sweep(cloud: LocalCloud) -> None:
         log.info("a create of %s was killed half way: removing what it left", cid)
         cloud.delete_orphan(cid)
     collect_stale(store.lock_dir)
+    faults.collect_temp(store.root, store.lock_dir)
