@@ -118,3 +118,5 @@ def test_agent_output_quoted_in_an_error_is_masked(tmp_path):
     for name in ("mbus", "blobstore_password", "bosh_password", "cert_key", "in_list", "context_token"):
         for form in _forms(SECRETS[name]):
             assert form not in response.raw and form not in response.stderr, f"{name} leaked as {form!r}"
+    for name in ("mbus", "blobstore_password", "in_list", "context_token"):  # no head left by a cut either
+        assert SECRETS[name][:8] not in response.raw and SECRETS[name][:8] not in response.stderr, name

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from cpi.errors import CloudError, VMCreationFailed
 from cpi.failpoints import reached
+from cpi.logs import shown
 from cpi.private import open_nofollow
 
 log = logging.getLogger(__name__)
@@ -221,11 +222,21 @@ def _reap(pid: int) -> None:
             raise
 
 
+#: How much of the end of agent.log is read for the reason a boot failed: an agent that
+#: logs gigabytes must not make the CPI read them all.
+LOG_TAIL = 64 * 1024
+
+
 def last_error(log_path: Path) -> str:
-    """The agent's last ERROR line (or last line) — the reason a boot failed."""
+    """The agent's last ERROR line (or last line) — the reason a boot failed — masked of
+    every secret this call knows before it is cut short (an agent that prints its settings
+    prints the mbus password; a cut made first could leave the head of one)."""
     try:
-        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+        with os.fdopen(open_nofollow(log_path, os.O_RDONLY), "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - LOG_TAIL))
+            tail = handle.read(LOG_TAIL).decode("utf-8", errors="replace")
     except OSError:
         return "no agent log"
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
     errors = [line for line in lines if "ERROR" in line]
-    return (errors or lines or ["agent log is empty"])[-1][:500]
+    return shown((errors or lines or ["agent log is empty"])[-1], 500)[1:-1]
