@@ -1,0 +1,25 @@
+"""`cpi`: the human side of the CPI. BOSH never runs this; it runs bin/cpi.
+
+One module per command; each adds its own subparser (`add_parser`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import call, demo, props
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cpi", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in (demo, call, props):
+        command.add_parser(sub)
+    try:
+        from cpi.release.cli import add_parser as add_release_parser
+    except ImportError:
+        add_release_parser = None
+    if add_release_parser:
+        add_release_parser(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,7 @@
+"""`python -m cpi.cli ...`"""
+
+import sys
+
+from cpi.cli import main
+
+sys.exit(main())
