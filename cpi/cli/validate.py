@@ -1,0 +1,100 @@
+"""`cpi validate`: check a cloud-config against the selected cloud before a deploy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="check a cloud-config's cloud_properties against the cloud (offline; --online: that what they name exists)",
+        description="Check every azs, vm_types, vm_extensions, disk_types and networks entry of a BOSH "
+        "cloud-config against the selected cloud's cloud_properties models, reporting every problem "
+        "with its YAML path. Exit status 1 when anything is wrong, 0 when it is clean.",
+    )
+    p.add_argument("cloud_config", metavar="CLOUD_CONFIG.yml", help="the cloud-config (YAML), e.g. from `bosh cloud-config`")
+    p.add_argument("--config", metavar="CPI_JSON", help="cpi.json naming the cloud (default: the local cloud)")
+    p.add_argument("--online", action="store_true",
+                   help="also ask the cloud (read-only) that the subnets, security groups, key pairs, "
+                   "instance types/flavors, AZs and volume types named exist")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON (for scripts)")
+    p.set_defaults(func=validate)
+
+
+def _fail(message: str) -> int:
+    print(f"cpi validate: error: {message}", file=sys.stderr)
+    return 2
+
+
+def validate(args: argparse.Namespace) -> int:
+    from cpi import cloud_config, config
+    from cpi.errors import BoshError
+    from cpi.logs import Redactor
+    from cpi.models import CallContext
+
+    try:
+        raw = config.read_file(str(Path(args.config).resolve()) if args.config else None)
+        cfg = config.build(raw)
+    except BoshError as exc:
+        return _fail(exc.message)
+    try:
+        doc = cloud_config.load_yaml(args.cloud_config)
+    except OSError as exc:
+        return _fail(f"cannot read {args.cloud_config}: {exc.strerror}")
+    except Exception as exc:  # noqa: BLE001 - yaml's errors: say where the YAML is broken
+        return _fail(f"{args.cloud_config} is not valid YAML: {exc}")
+
+    findings, items = cloud_config.check(doc, cfg.cloud_class)
+    notes: list[str] = []
+    if args.online:
+        from cpi import backoff
+
+        redactor = Redactor()
+        redactor.collect(raw)
+        backoff.configure(cfg.throttle)
+        cloud = cfg.cloud_class(cfg.properties, cfg.agent, CallContext(request_id="cpi-validate"))
+        try:
+            online = cloud_config.check_online(cloud, items)
+        except BoshError as exc:
+            return _fail(redactor.text(exc.message))
+        for finding in online:
+            finding.problem = redactor.text(finding.problem)
+        findings += online
+
+    errors = [f for f in findings if f.severity == "error"]
+    if args.json:
+        json.dump({"cloud": cfg.plugin, "online": args.online, "ok": not errors,
+                   "findings": [f.to_dict() for f in findings], "notes": notes},
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print_table(args.cloud_config, cfg.plugin, findings, notes, args.online)
+    return 1 if errors else 0
+
+
+def _print_table(path: str, plugin: str, findings, notes, online: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    for note in notes:
+        console.print(note)
+    what = f"{path} against the {plugin} cloud" + (" (online)" if online else "")
+    if not findings:
+        console.print(f"[green]ok[/green]: {what}: no problems found")
+        return
+    errors = sum(1 for f in findings if f.severity == "error")
+    table = Table(title=f"{what}: {len(findings)} finding{'s' if len(findings) != 1 else ''}", title_justify="left")
+    table.add_column("path", overflow="fold")
+    table.add_column("problem", overflow="fold")
+    for f in findings:
+        style = {"error": "red", "warning": "yellow"}.get(f.severity, "")
+        table.add_row(Text(f.path), Text(f.problem if f.severity == "error" else f"{f.severity}: {f.problem}", style=style))
+    console.print(table)
+    if not errors:
+        console.print(f"[green]ok[/green]: {what}: no errors")

@@ -1,0 +1,170 @@
+"""`cpi validate` through the real executable: offline on local and aws (no server needed),
+online against moto and the OpenStack loopback services."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "s3cr3t-Validate-Value"
+
+
+def run(cloud_config: dict | str, config: Path | None, *args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    path = tmp_path / f"cloud-config-{time.monotonic_ns()}.yml"
+    path.write_text(cloud_config if isinstance(cloud_config, str) else yaml.safe_dump(cloud_config))
+    argv = [sys.executable, "-m", "cpi.cli", "validate", str(path)] + (["--config", str(config)] if config else [])
+    return subprocess.run(argv + list(args), capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def findings(result: subprocess.CompletedProcess) -> dict[str, str]:
+    doc = json.loads(result.stdout)
+    return {f["path"]: f["problem"] for f in doc["findings"] if f["severity"] == "error"}
+
+
+def aws_offline_config(tmp_path: Path) -> Path:
+    path = tmp_path / "aws.json"
+    path.write_text(json.dumps({"cloud": {"plugin": "aws", "properties": {"aws": {
+        "region": "us-east-1", "access_key_id": "AKIAVALIDATE", "secret_access_key": SECRET}}}}))
+    return path
+
+
+LOCAL_CLEAN = {
+    "azs": [{"name": "z1"}],
+    "vm_types": [{"name": "small", "cloud_properties": {"cpu": 2, "ram": 2048, "ephemeral_disk": {"size": 1024}}}],
+    "vm_extensions": [{"name": "big", "cloud_properties": {"ram": 8192}}],
+    "disk_types": [{"name": "default", "disk_size": 1024, "cloud_properties": {"type": "sparse"}}],
+    "networks": [{"name": "default", "type": "manual", "subnets": [
+        {"range": "10.0.0.0/24", "gateway": "10.0.0.1", "azs": ["z1"], "cloud_properties": {}}]}],
+    "compilation": {"workers": 2, "network": "default", "az": "z1", "vm_type": "small", "reuse_compilation_vms": True},
+}
+
+
+def test_local_clean_exits_0(tmp_path):
+    result = run(LOCAL_CLEAN, None, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no problems found" in result.stdout
+    result = run(LOCAL_CLEAN, None, "--json", tmp_path=tmp_path)
+    assert result.returncode == 0 and json.loads(result.stdout)["ok"] is True
+
+
+def test_local_all_problems_at_once(tmp_path):
+    doc = json.loads(json.dumps(LOCAL_CLEAN))
+    doc["vm_types"][0]["cloud_properties"]["rma"] = 4096            # misspelt
+    doc["vm_types"].append({"name": "small", "cloud_properties": {"cpu": "two"}})  # duplicate, wrong type
+    doc["vm_extensions"][0]["cloud_properties"]["password"] = SECRET  # unknown, secret
+    result = run(doc, None, "--json", tmp_path=tmp_path)
+    assert result.returncode == 1, result.stderr
+    found = findings(result)
+    assert found["vm_types[name=small].cloud_properties.rma"] == "unknown property, did you mean ram?"
+    assert found["vm_types[1].cloud_properties.cpu"].startswith("wrong type: expected an integer, got a string")
+    assert "duplicate name 'small'" in found["vm_types[name=small]"]
+    assert "vm_extensions[name=big].cloud_properties.password" in found
+    assert SECRET not in result.stdout + result.stderr
+    table = run(doc, None, tmp_path=tmp_path)  # the human table says the same
+    assert table.returncode == 1 and "did you mean ram?" in table.stdout and SECRET not in table.stdout
+    online = run(LOCAL_CLEAN, None, "--online", "--json", tmp_path=tmp_path)
+    assert online.returncode == 0
+    assert "nothing to check online" in online.stdout
+
+
+def test_structure(tmp_path):
+    result = run("- just\n- a list\n", None, "--json", tmp_path=tmp_path)
+    assert result.returncode == 1 and "must be a YAML mapping" in result.stdout
+    result = run({"vm_types": [{"cloud_properties": {}}], "networks": [{"name": "n", "subnets": [
+        {"range": "10.0.0.0/24", "az": "z9"}]}], "compilation": {"network": "m"}}, None, "--json", tmp_path=tmp_path)
+    found = findings(result)
+    assert found["vm_types[0]"] == "missing name"
+    assert found["networks[name=n].subnets[0].az"] == "unknown AZ 'z9'"
+    assert found["compilation.network"].startswith("unknown network 'm'")
+
+
+AWS_BAD = {
+    "azs": [{"name": "z1", "cloud_properties": {"availability_zone": "us-east-1a"}}],
+    "vm_types": [
+        {"name": "web", "cloud_properties": {"instance_tpye": "m5.large"}},
+        {"name": "web", "cloud_properties": {"instance_type": "m5.large", "ephemeral_disk": {"size": "ten"}}},
+    ],
+    "vm_extensions": [{"name": "lb", "cloud_properties": {"elbs": "not-a-list", "secret_access_key": SECRET}}],
+    "disk_types": [{"name": "fast", "disk_size": 10240, "cloud_properties": {"type": "gp9"}}],
+    "networks": [{"name": "default", "subnets": [
+        {"range": "10.0.0.0/24", "az": "z1", "cloud_properties": {"subnet": "subnet-1", "securty_groups": ["bosh"]}}]}],
+}
+
+
+def test_aws_offline_all_problems_at_once(tmp_path):
+    result = run(AWS_BAD, aws_offline_config(tmp_path), "--json", tmp_path=tmp_path)
+    assert result.returncode == 1, result.stderr
+    found = findings(result)
+    assert found["vm_types[name=web].cloud_properties.instance_tpye"] == "unknown property, did you mean instance_type?"
+    assert found["vm_types[name=web].cloud_properties.instance_type"] == "required property missing"
+    assert "duplicate name 'web'" in found["vm_types[name=web]"]
+    assert found["vm_types[1].cloud_properties.ephemeral_disk.size"] == "wrong type: expected an integer, got a string 'ten'"
+    assert found["vm_extensions[name=lb].cloud_properties.elbs"].startswith("wrong type: expected a list")
+    assert "vm_extensions[name=lb].cloud_properties.secret_access_key" in found
+    assert "gp9" in found["disk_types[name=fast].cloud_properties.type"]
+    assert found["networks[name=default].subnets[0].cloud_properties.securty_groups"] == (
+        "unknown property, did you mean security_groups?")
+    assert not any(p.startswith("azs") for p in found)  # a partial vm_type: no instance_type needed
+    assert SECRET not in result.stdout + result.stderr
+
+
+# ---------------------------------------------------------------- online: moto
+
+
+@pytest.fixture(scope="module")
+def moto_account(tmp_path_factory):
+    from tests.aws import moto_env
+
+    server = moto_env.MotoServer(tmp_path_factory.mktemp("moto") / "moto_server.log")
+    try:
+        account = moto_env.seed(server.url)
+        iam = moto_env.client("iam", server.url)
+        iam.create_instance_profile(InstanceProfileName="bosh-profile")
+        yield account
+    finally:
+        server.stop()
+
+
+def test_aws_online(moto_account, tmp_path):
+    from tests.aws import moto_env
+
+    config = moto_account.write_config(tmp_path / "cpi.json")
+    good = {
+        "azs": [{"name": "z1", "cloud_properties": {"availability_zone": moto_env.ZONE}}],
+        "vm_types": [{"name": "web", "cloud_properties": {
+            "instance_type": "m5.large", "key_name": moto_account.key_name,
+            "security_groups": [moto_account.security_group_id, moto_account.extra_group_name],
+            "iam_instance_profile": "bosh-profile"}}],
+        "disk_types": [{"name": "d", "disk_size": 1024, "cloud_properties": {"type": "gp3"}}],
+        "networks": [{"name": "default", "subnets": [{"range": "10.0.0.0/24", "az": "z1", "cloud_properties": {
+            "subnet": moto_account.subnet_id, "security_groups": [moto_account.security_group_name]}}]}],
+    }
+    result = run(good, config, "--online", "--json", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    bad = json.loads(json.dumps(good))
+    bad["azs"][0]["cloud_properties"]["availability_zone"] = "us-east-1q"
+    vm = bad["vm_types"][0]["cloud_properties"]
+    vm.update(instance_type="m5.gigantic", key_name="nokey", iam_instance_profile="noprofile",
+              security_groups=["sg-00000000deadbeef", "nosuchgroup"])
+    bad["networks"][0]["subnets"][0]["cloud_properties"]["subnet"] = "subnet-0000deadbeef"
+    result = run(bad, config, "--online", "--json", tmp_path=tmp_path)
+    assert result.returncode == 1, result.stderr
+    found = findings(result)
+    assert found["networks[name=default].subnets[0].cloud_properties.subnet"] == "subnet 'subnet-0000deadbeef' does not exist"
+    vm_path = "vm_types[name=web].cloud_properties"
+    assert found[f"{vm_path}.instance_type"].startswith("instance type 'm5.gigantic' does not exist")
+    assert found[f"{vm_path}.security_groups[0]"].startswith("security group 'sg-00000000deadbeef' does not exist")
+    assert found[f"{vm_path}.security_groups[1]"].startswith("security group 'nosuchgroup' does not exist")
+    assert found[f"{vm_path}.key_name"].startswith("key pair 'nokey' does not exist")
+    assert found.get(f"{vm_path}.iam_instance_profile"), result.stdout
+    assert found[f"{vm_path}.iam_instance_profile"] == "IAM instance profile 'noprofile' does not exist"
+    assert found["azs[name=z1].cloud_properties.availability_zone"].startswith("availability zone 'us-east-1q' does not exist")
+    assert moto_env.SECRET_ACCESS_KEY not in result.stdout + result.stderr
