@@ -7,13 +7,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import call, demo, props
+from . import call, demo, props, see
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cpi", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (demo, call, props):
+    for command in (demo, call, props, see):
         command.add_parser(sub)
     try:
         from cpi.release.cli import add_parser as add_release_parser

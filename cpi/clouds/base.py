@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from cpi.models import AgentConfig
 from cpi.errors import NotImplemented as CpiNotImplemented
-from cpi.models import CallContext, Network, VMResources
+from cpi.inventory import Offer, Resource
+from cpi.models import AgentConfig, CallContext, Network, VMResources
 
 DiskHint = str | dict[str, Any]
 
@@ -133,3 +133,17 @@ class Cloud:
 
     def delete_network(self, network_cid: str) -> None:
         raise self._absent("delete_network")
+
+    # -- the operator's side (`cpi list|show|avail`): read-only, never called by BOSH
+    def inventory(self, kind: str) -> list[Resource]:
+        """Every resource of `kind` (vms, disks, stemcells, snapshots) this CPI made."""
+        raise self._absent(f"listing {kind}")
+
+    def show(self, kind: str, cid: str) -> Resource | None:
+        """One resource, with its details; None when it is not there."""
+        found = [r for r in self.inventory(kind) if r.cid == cid]
+        return found[0] if found else None
+
+    def available(self, offer: str) -> list[Offer]:
+        """What a cloud-config may name: images, sizes, zones, networks."""
+        raise self._absent(f"listing available {offer}")

@@ -102,6 +102,19 @@ class AwsCloud(Cloud):
 
         return Stemcells(self.aws, self.properties)
 
+    # -- the operator's side (read-only)
+    @_boundary
+    def inventory(self, kind: str):
+        from . import inventory
+
+        return inventory.inventory(self.aws, kind)
+
+    @_boundary
+    def available(self, offer: str):
+        from . import inventory
+
+        return inventory.available(self.aws, offer)
+
     # -- stemcells
     @_boundary
     def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:

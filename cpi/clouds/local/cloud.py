@@ -32,7 +32,7 @@ from cpi.private import open_nofollow
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import faults, orphans, process
+from . import faults, inventory, orphans, process
 from .props import DiskCloudProperties, LocalProperties, VMCloudProperties
 from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord, canonical_ip
 
@@ -67,6 +67,12 @@ class LocalCloud(Cloud):
     def __init__(self, properties, agent, context):
         super().__init__(properties, agent, context)
         self.store = Store(properties.state_dir)
+
+    def inventory(self, kind: str):
+        return inventory.inventory(self.store, kind)
+
+    def available(self, offer: str):
+        return inventory.available(self.store, offer)
 
     def _lock(self, *names: str):
         return locked(self.store.lock_dir, *names, timeout=self.properties.lock_timeout)
@@ -120,7 +126,8 @@ class LocalCloud(Cloud):
     def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:
         stemcell_cid = self.store.new_cid(StemcellRecord)
         record = StemcellRecord(
-            stemcell_cid=stemcell_cid, cloud_properties=cloud_properties, tags={k: str(v) for k, v in tags.items()}
+            stemcell_cid=stemcell_cid, cloud_properties=cloud_properties, tags={k: str(v) for k, v in tags.items()},
+            director_uuid=self.context.director_uuid,
         )
         source = _open_image(image_path) if image_path else None
         try:
@@ -158,6 +165,7 @@ class LocalCloud(Cloud):
             stemcell_cid=stemcell_cid,
             cloud_properties=cloud_properties,
             networks={name: net.wire() for name, net in networks.items()},
+            director_uuid=self.context.director_uuid,
         )
         with self._creating(vm_cid):
             base = self.store.make_dir(VMRecord, vm_cid)
@@ -322,7 +330,8 @@ class LocalCloud(Cloud):
         with self._creating(disk_cid):
             directory = self.store.make_dir(DiskRecord, disk_cid)
             _allocate(_create(directory / "disk.img"), size * MIB, preallocate=props.type == "preallocated")
-            self.store.save(DiskRecord(disk_cid=disk_cid, size=size, cloud_properties=cloud_properties))
+            self.store.save(DiskRecord(disk_cid=disk_cid, size=size, cloud_properties=cloud_properties,
+                                       director_uuid=self.context.director_uuid))
         return disk_cid
 
     def _disk(self, disk_cid: str) -> DiskRecord:
@@ -437,7 +446,8 @@ class LocalCloud(Cloud):
             disk = self._disk(disk_cid)
             directory = self.store.make_dir(SnapshotRecord, snapshot_cid)
             _sparse_copy(self.store.dir(DiskRecord, disk_cid) / "disk.img", directory / "disk.img")
-            self.store.save(SnapshotRecord(snapshot_cid=snapshot_cid, disk_cid=disk_cid, size=disk.size, metadata=metadata))
+            self.store.save(SnapshotRecord(snapshot_cid=snapshot_cid, disk_cid=disk_cid, size=disk.size, metadata=metadata,
+                                           director_uuid=self.context.director_uuid))
         return snapshot_cid
 
     @_then_collect_stale_locks

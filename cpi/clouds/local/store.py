@@ -47,6 +47,7 @@ class StemcellRecord(BaseModel):
     image: str | None = None  # file name inside the stemcell dir; None for a light stemcell
     sha1: str | None = None
     size: int = 0
+    director_uuid: str | None = None  # who asked for it: `cpi list` and orphans filter by it
     created_at: str = Field(default_factory=now)
 
 
@@ -63,6 +64,7 @@ class VMRecord(BaseModel):
     disks: dict[str, Any] = {}  # disk_cid -> hint, in attach order
     metadata: dict[str, str] = {}
     boots: int = 0
+    director_uuid: str | None = None  # who asked for it: `cpi list` and orphans filter by it
     created_at: str = Field(default_factory=now)
 
 
@@ -72,6 +74,7 @@ class DiskRecord(BaseModel):
     cloud_properties: dict[str, Any] = {}
     vm_cid: str | None = None  # attached to
     metadata: dict[str, str] = {}
+    director_uuid: str | None = None  # who asked for it: `cpi list` and orphans filter by it
     created_at: str = Field(default_factory=now)
 
 
@@ -80,6 +83,7 @@ class SnapshotRecord(BaseModel):
     disk_cid: str
     size: int
     metadata: dict[str, Any] = {}
+    director_uuid: str | None = None  # who asked for it: `cpi list` and orphans filter by it
     created_at: str = Field(default_factory=now)
 
 

@@ -109,6 +109,19 @@ class OpenStackCloud(Cloud):
 
         return Stemcells(self.api, self.properties)
 
+    # -- the operator's side (read-only)
+    @_boundary
+    def inventory(self, kind: str):
+        from . import inventory
+
+        return inventory.inventory(self.api, kind)
+
+    @_boundary
+    def available(self, offer: str):
+        from . import inventory
+
+        return inventory.available(self.api, offer)
+
     # -- stemcells
     @_boundary
     def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:

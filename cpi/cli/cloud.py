@@ -1,0 +1,47 @@
+"""The selected cloud, opened in this process for the operator commands (which read the
+IaaS directly instead of going through bin/cpi), and what they print through."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cpi import backoff, config, errors
+from cpi.logs import Redactor
+from cpi.models import CallContext
+
+
+class Opened:
+    """A cloud and the redactor that knows its config's secrets: nothing an operator
+    command prints may show one."""
+
+    def __init__(self, config_path: str | None):
+        raw = config.read_file(str(Path(config_path).resolve()) if config_path else None)
+        self.redactor = Redactor()
+        self.redactor.collect(raw)
+        cfg = config.build(raw)
+        backoff.configure(cfg.throttle)
+        self.plugin = cfg.plugin
+        self.cloud = cfg.cloud_class(cfg.properties, cfg.agent, CallContext(request_id="cpi-cli"))
+
+    def clean(self, value: Any) -> Any:
+        """`value` with every known secret masked (for printing only; the IaaS is untouched)."""
+        if isinstance(value, str):
+            return self.redactor.text(value)
+        if isinstance(value, dict):
+            return {self.clean(k): self.clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.clean(v) for v in value]
+        return value
+
+
+def fail(command: str, exc: errors.BoshError) -> int:
+    print(f"cpi {command}: error: {exc.message}", file=sys.stderr)
+    return 1
+
+
+def print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")

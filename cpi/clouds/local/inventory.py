@@ -1,0 +1,69 @@
+"""The local cloud as an operator sees it: its records, read without taking a lock (a
+listing is a snapshot; it never blocks a CPI call at work)."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from cpi.inventory import Offer, Resource
+
+from . import process
+from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord
+
+
+def _tags(record, extra: dict[str, str] | None = None) -> dict[str, str]:
+    tags = {"director_uuid": record.director_uuid} if record.director_uuid else {}
+    tags.update(extra or {})
+    return {k: str(v) for k, v in tags.items()}
+
+
+def _vm(record: VMRecord) -> Resource:
+    state = record.state
+    if state == "running" and not process.alive(record.pid, record.pid_start):
+        state = "stopped"
+    return Resource("vm", record.vm_cid, state, record.created_at,
+                    _tags(record, {"agent_id": record.agent_id, **record.metadata}),
+                    {"stemcell": record.stemcell_cid, "ips": list(record.ips), "disks": list(record.disks),
+                     "pid": record.pid, "boots": record.boots, "cloud_properties": record.cloud_properties})
+
+
+def _disk(record: DiskRecord) -> Resource:
+    return Resource("disk", record.disk_cid, "in-use" if record.vm_cid else "available", record.created_at,
+                    _tags(record, record.metadata),
+                    {"size_mib": record.size, "attached_to": record.vm_cid, "cloud_properties": record.cloud_properties})
+
+
+def _stemcell(record: StemcellRecord) -> Resource:
+    return Resource("stemcell", record.stemcell_cid, "available", record.created_at, _tags(record, record.tags),
+                    {"light": record.image is None, "size_bytes": record.size, "sha1": record.sha1,
+                     "cloud_properties": record.cloud_properties})
+
+
+def _snapshot(record: SnapshotRecord) -> Resource:
+    return Resource("snapshot", record.snapshot_cid, "available", record.created_at,
+                    _tags(record, {k: str(v) for k, v in record.metadata.items()}),
+                    {"disk": record.disk_cid, "size_mib": record.size})
+
+
+READERS = {"vms": (VMRecord, _vm), "disks": (DiskRecord, _disk), "stemcells": (StemcellRecord, _stemcell),
+           "snapshots": (SnapshotRecord, _snapshot)}
+
+
+def inventory(store: Store, kind: str) -> list[Resource]:
+    record_type, describe = READERS[kind]
+    return [describe(record) for record in store.all(record_type)]
+
+
+def available(store: Store, offer: str) -> list[Offer]:
+    """The local cloud runs everything on this host: its stemcells are its images, any size
+    goes (cpu and ram are recorded, not enforced), one zone, any network."""
+    if offer == "images":
+        return [Offer("image", r.stemcell_cid, r.stemcell_cid, {"tags": r.tags, "light": r.image is None})
+                for r in store.all(StemcellRecord)]
+    if offer == "sizes":
+        return [Offer("size", "any", None, {"cpu": f"1-{os.cpu_count()}", "note": "cpu and ram are recorded only"})]
+    if offer == "zones":
+        return [Offer("zone", platform.node() or "local", None, {"note": "one host, one zone"})]
+    return [Offer("network", "any", None, {"types": ["manual", "dynamic", "vip"],
+                                            "note": "manual IPs are reserved exclusively"})]

@@ -1,0 +1,85 @@
+"""`cpi list|show|avail` on every cloud, through the real `cpi` executable, after the CPI
+made something: the operator sees what a director made, with its BOSH tags."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+from tests.support.runner import ROOT
+
+CPI = [str(ROOT / ".venv" / "bin" / "python"), "-m", "cpi.cli"]
+
+
+def cli(target, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*CPI, *args, "--config", str(target.config_path)], capture_output=True, text=True,
+                          timeout=300, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "COLUMNS": "250"})
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def test_list_show_and_avail_see_what_the_cpi_made(target):
+    agent_id = f"agent-{uuid.uuid4()}"
+    stemcell_cid = target.cpi("create_stemcell", *target.stemcell_args())
+    vm_cid = target.cpi("create_vm", agent_id, stemcell_cid, target.vm_cloud_properties(), target.dynamic_network(),
+                        [], {})[0]
+    disk_cid = target.cpi("create_disk", 1024, target.disk_cloud_properties(), vm_cid)
+    try:
+        target.cpi("set_vm_metadata", vm_cid, {"director": "d", "deployment": "dep-see", "job": "web", "index": "0"})
+        listed = cli(target, "list", "vms", "--json")
+        assert listed.returncode == 0, listed.stderr
+        vms = {vm["cid"]: vm for vm in json.loads(listed.stdout)}
+        assert vm_cid in vms
+        tags = vms[vm_cid]["tags"]
+        assert tags["agent_id"] == agent_id and tags["deployment"] == "dep-see" and tags["job"] == "web"
+        assert tags["director_uuid"] == target.cpi.director_uuid
+        mine = json.loads(cli(target, "list", "vms", "--json", "--director-uuid", target.cpi.director_uuid).stdout)
+        assert vm_cid in {vm["cid"] for vm in mine}
+        assert not json.loads(cli(target, "list", "vms", "--json", "--director-uuid", "someone-else").stdout)
+        disks = json.loads(cli(target, "list", "disks", "--json").stdout)
+        assert disk_cid in {disk["cid"] for disk in disks}
+        table = cli(target, "list", "vms")
+        assert vm_cid in table.stdout and "dep-see" in table.stdout
+        shown = cli(target, "show", "vm", vm_cid, "--json")
+        assert json.loads(shown.stdout)["tags"]["agent_id"] == agent_id
+        assert cli(target, "show", "vm", "vm-nonexistent").returncode == 1
+        for offer in ("sizes", "zones", "networks"):
+            offers = cli(target, "avail", offer, "--json")
+            assert offers.returncode == 0 and json.loads(offers.stdout), (offer, offers.stderr)
+    finally:
+        target.cpi("delete_vm", vm_cid)
+        target.cpi("delete_disk", disk_cid)
+        target.cpi("delete_stemcell", stemcell_cid)
+    assert vm_cid not in {vm["cid"] for vm in json.loads(cli(target, "list", "vms", "--json").stdout)}
+
+
+def test_an_unknown_cloud_is_one_line_not_a_traceback(tmp_path):
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "nosuch"}}))
+    proc = subprocess.run([*CPI, "list", "vms", "--config", str(config)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "unknown cloud plugin 'nosuch'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_cloud_without_listing_says_so():
+    """A third-party cloud that implements no listing gets a clear NotImplemented."""
+    import pytest
+    from pydantic import BaseModel
+
+    from cpi import errors
+    from cpi.clouds.base import Cloud
+    from cpi.models import AgentConfig, CallContext
+
+    class NoProperties(BaseModel):
+        pass
+
+    class Bare(Cloud):
+        name = "bare"
+        stemcell_formats = ["raw"]
+        Properties = NoProperties
+
+    cloud = Bare(NoProperties(), AgentConfig(), CallContext())
+    for call in (lambda: cloud.inventory("vms"), lambda: cloud.show("vms", "x"), lambda: cloud.available("sizes")):
+        with pytest.raises(errors.NotImplemented) as err:
+            call()
+        assert "bare cloud" in err.value.message
