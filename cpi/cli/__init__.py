@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from . import call, demo, props, see
+from . import validate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,6 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for command in (demo, call, props, see):
         command.add_parser(sub)
+    validate.add_parser(sub)
     try:
         from cpi.release.cli import add_parser as add_release_parser
     except ImportError:
