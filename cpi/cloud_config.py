@@ -368,22 +368,12 @@ def check(doc: Any, cloud_class: type) -> tuple[list[Finding], list[Item]]:
 
 
 def check_online(cloud: Any, items: list[Item]) -> list[Finding]:
-    """Ask the cloud whether what `items` name exists (read-only). A cloud (a third-party
-    plugin, say) without `check_cloud_config` gets a NotImplemented that says so."""
+    """Ask the cloud whether what `items` name exists (read-only): `Cloud.check_cloud_config`,
+    which raises NotImplemented for a cloud without online checks."""
     from cpi.errors import NotImplemented as CpiNotImplemented
 
     method = getattr(cloud, "check_cloud_config", None)
-    if method is None:
-        # a built-in cloud keeps its checks next to it, in its `inspect` module
-        import importlib
-
-        package = type(cloud).__module__.rpartition(".")[0]
-        try:
-            module = importlib.import_module(f"{package}.inspect")
-        except ImportError:
-            module = None
-        if module is not None and hasattr(module, "check_cloud_config"):
-            return list(module.check_cloud_config(cloud, items))
+    if method is None:  # a plugin that does not derive from cpi.clouds.base.Cloud
         raise CpiNotImplemented(f"online checks are not implemented by the {cloud.name} cloud")
     return list(method(items))
 

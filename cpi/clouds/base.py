@@ -147,3 +147,23 @@ class Cloud:
     def available(self, offer: str) -> list[Offer]:
         """What a cloud-config may name: images, sizes, zones, networks."""
         raise self._absent(f"listing available {offer}")
+
+    # -- the operator's side (`cpi validate --online`): read-only, never called by BOSH
+    def check_cloud_config(self, items: list) -> list:
+        """Check that what a cloud-config's cloud_properties name exists (subnets, security
+        groups, flavors, ...), with read-only calls. `items` are cpi.cloud_config.Item (kind,
+        YAML path, cloud_properties); the answer is a list of cpi.cloud_config.Finding.
+
+        By default a built-in cloud's checks live next to it, in its `inspect` module
+        (`check_cloud_config(cloud, items)`); a cloud without one (a third-party plugin, say)
+        raises NotImplemented, which `cpi validate` prints as such."""
+        import importlib
+
+        package = type(self).__module__.rpartition(".")[0]
+        try:
+            module = importlib.import_module(f"{package}.inspect")
+        except ImportError:
+            module = None
+        if module is None or not hasattr(module, "check_cloud_config"):
+            raise CpiNotImplemented(f"online checks are not implemented by the {self.name} cloud")
+        return module.check_cloud_config(self, items)

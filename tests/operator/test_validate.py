@@ -168,3 +168,15 @@ def test_aws_online(moto_account, tmp_path):
     assert found[f"{vm_path}.iam_instance_profile"] == "IAM instance profile 'noprofile' does not exist"
     assert found["azs[name=z1].cloud_properties.availability_zone"].startswith("availability zone 'us-east-1q' does not exist")
     assert moto_env.SECRET_ACCESS_KEY not in result.stdout + result.stderr
+
+
+def test_a_cloud_without_online_checks_says_so():
+    from cpi.cloud_config import check_online
+    from cpi.clouds.base import Cloud
+    from cpi.errors import NotImplemented as CpiNotImplemented
+
+    class Plugin(Cloud):
+        name = "plugin"
+
+    with pytest.raises(CpiNotImplemented, match="online checks are not implemented by the plugin cloud"):
+        check_online(Plugin.__new__(Plugin), [])
