@@ -7,13 +7,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import call, demo, props, see
+from . import call, demo, props, see, usage
 from . import validate
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="cpi", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = usage.make_parser()
+    sub = usage.add_subparsers(parser)
     for command in (demo, call, props, see):
         command.add_parser(sub)
     validate.add_parser(sub)
@@ -23,5 +23,6 @@ def main(argv: list[str] | None = None) -> int:
         add_release_parser = None
     if add_release_parser:
         add_release_parser(sub)
+    usage.finish(parser, sub)
     args = parser.parse_args(argv)
     return args.func(args)

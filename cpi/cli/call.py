@@ -4,22 +4,48 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from .client import Client
 
+EXAMPLES = """\
+examples:
+  cpi call info
+  cpi call --config cpi.json has_vm '"vm-1234"'
+  cpi call --config cpi.json create_disk 1024 '{}' null
+  cpi call --api-version 1 --config ./cpi.json info
+
+Each argument is one JSON value (quote it for the shell). A relative --config is read from
+the current directory. Exit status: 0 when the response has no error, 1 when it has one,
+2 for a usage error."""
+
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("call", help="call one CPI method through bin/cpi and print the response")
-    p.add_argument("method")
+    p = sub.add_parser("call", help="call one CPI method through bin/cpi and print the response",
+                       description="Call one CPI method as a director does: one bin/cpi process, the environment\n"
+                       "wiped to PATH, one JSON request on its stdin. Prints the response.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("method", help="a CPI method name, e.g. info, create_vm, has_disk")
     p.add_argument("arguments", nargs="*", help="each argument as JSON, e.g. '\"vm-1\"' or '{}'")
-    p.add_argument("--config", help="cpi.json (default: the local cloud with its defaults)")
-    p.add_argument("--api-version", type=int, default=2)
+    p.add_argument("--config", metavar="CPI_JSON", help="cpi.json (default: the local cloud with its defaults)")
+    p.add_argument("--api-version", type=int, default=2, metavar="N", help="the request's api_version (default: 2)")
     p.set_defaults(func=call)
 
 
 def call(args: argparse.Namespace) -> int:
-    arguments = [json.loads(a) for a in args.arguments]
-    response = Client(Path(args.config) if args.config else None, args.api_version, echo=False).raw(args.method, *arguments)
+    arguments = []
+    for text in args.arguments:
+        try:
+            arguments.append(json.loads(text))
+        except json.JSONDecodeError as exc:
+            print(f"cpi call: error: argument {text!r} is not JSON ({exc.msg}); quote strings: '\"vm-1\"'",
+                  file=sys.stderr)
+            return 2
+    config = Path(args.config).absolute() if args.config else None
+    if config is not None and not config.is_file():
+        print(f"cpi call: error: --config {args.config}: no such file", file=sys.stderr)
+        return 2
+    response = Client(config, args.api_version, echo=False).raw(args.method, *arguments)
     print(json.dumps(response, indent=2))
     return 0 if response["error"] is None else 1

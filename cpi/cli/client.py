@@ -17,8 +17,10 @@ BIN_CPI = ROOT / "bin" / "cpi"
 class Client:
     """Spawns bin/cpi once per call with the director's wiped environment."""
 
-    def __init__(self, config: Path | None, api_version: int = 2, echo: bool = True):
-        self.config = config
+    def __init__(self, config: Path | str | None, api_version: int = 2, echo: bool = True):
+        # bin/cpi runs from "/" (as a director runs it): a relative path is the caller's,
+        # so it is made absolute here, against the caller's working directory.
+        self.config = Path(config).absolute() if config else None
         self.api_version = api_version
         self.echo = echo
 

@@ -12,16 +12,29 @@ from pathlib import Path
 from .client import Client
 
 
+EXAMPLES = """\
+examples:
+  cpi lifecycle                       # in a new temporary directory
+  cpi lifecycle --state-dir ./demo    # keep the state where you can look at it"""
+
+
 def add_parser(sub) -> None:
-    p = sub.add_parser("lifecycle", help="run a visible lifecycle on the embedded local cloud")
-    p.add_argument("--state-dir", help="work directory (default: a new temporary one)")
+    p = sub.add_parser("lifecycle", help="run a visible lifecycle on the embedded local cloud",
+                       description="Stemcell, VM, disk, attach, snapshot, resize, detach and delete everything\n"
+                       "on the embedded local cloud, each step one bin/cpi process as a director\n"
+                       "runs it, showing what it did on disk.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--state-dir", metavar="DIR",
+                   help="work directory, relative to the current one or absolute (default: a new temporary one)")
     p.set_defaults(func=lifecycle)
 
 
 def lifecycle(args: argparse.Namespace) -> int:
     """Stemcell → VM → disk → attach → snapshot → resize → detach → delete everything,
     showing what each step did on disk."""
-    work = Path(args.state_dir) if args.state_dir else Path(tempfile.mkdtemp(prefix="cpi-demo-"))
+    # bin/cpi runs from "/": a relative --state-dir is the caller's, made absolute here.
+    work = Path(args.state_dir).absolute() if args.state_dir else Path(tempfile.mkdtemp(prefix="cpi-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
     state = work / "state"
     config = work / "cpi.json"
     config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {

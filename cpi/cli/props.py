@@ -5,16 +5,33 @@ from __future__ import annotations
 import argparse
 import sys
 
+EXAMPLES = """\
+examples:
+  cpi props                      # the local cloud
+  cpi props aws > docs/aws.md    # regenerate a reference
+  cpi props openstack | less"""
+
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("props", help="print a cloud's config and cloud_properties reference (Markdown)")
-    p.add_argument("cloud", nargs="?", default="local")
+    p = sub.add_parser("props", help="print a cloud's config and cloud_properties reference (Markdown)",
+                       description="Print a cloud's cpi.json properties and cloud_properties reference,\n"
+                       "generated from its models (the docs/<cloud>.md files).",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("cloud", nargs="?", default="local", help="local (default), aws, openstack or a plugin's name")
     p.set_defaults(func=props)
 
 
 def props(args: argparse.Namespace) -> int:
-    from cpi.clouds import load_cloud
+    from cpi.clouds import available, load_cloud
+    from cpi.errors import CpiError
     from cpi.reference import markdown
 
-    sys.stdout.write(markdown(load_cloud(args.cloud)))
+    try:
+        cloud = load_cloud(args.cloud)
+    except CpiError as exc:
+        names = available()
+        reason = f"unknown cloud '{args.cloud}'" if args.cloud not in names else str(exc)
+        print(f"cpi props: error: {reason}; available: {', '.join(names)}", file=sys.stderr)
+        return 2
+    sys.stdout.write(markdown(cloud))
     return 0

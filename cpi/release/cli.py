@@ -17,11 +17,42 @@ from cpi.release.errors import ReleaseError
 
 DESCRIPTION = "Build this CPI's BOSH release (for bosh create-env and the director)."
 
+EXAMPLES = """\
+examples:
+  cpi release vendor --python-source ~/Downloads/Python-3.11.14.tgz
+  cpi release build                      # -> <checkout>/dev_releases/bosh-python-cpi-<version>.tgz
+  cpi release build --tarball /tmp/cpi.tgz --version 0.2.0
+  cpi release build --release-dir ../other-checkout
+
+Works from any directory: the release is this checkout's unless --release-dir names another."""
+
+BUILD_EXAMPLES = """\
+examples:
+  cpi release build
+  cpi release build --out /tmp/releases
+  cpi release build --tarball ./cpi.tgz --version 0.2.0-dev.1
+  SOURCE_DATE_EPOCH=0 cpi release build  # choose the archive timestamp"""
+
+VENDOR_EXAMPLES = """\
+examples:
+  cpi release vendor --python-source ~/Downloads/Python-3.11.14.tgz
+  cpi release vendor --host                        # wheels for this machine only
+  cpi release vendor --platform linux-x86_64 --platform linux-aarch64
+  cpi release vendor --no-wheels --python-source python3.11_3.11.2.orig.tar.gz"""
+
+
+def default_release_dir() -> Path:
+    """This checkout (the directory holding release.yml next to the cpi package), whatever
+    the current directory is; the current directory when the package is installed apart
+    from a checkout."""
+    checkout = Path(__file__).resolve().parents[2]
+    return checkout if (checkout / "release.yml").is_file() else Path.cwd()
+
 
 def _build(args: argparse.Namespace) -> int:
     from cpi.release.builder import build_release, describe
 
-    result = build_release(args.release_dir, args.out, version=args.version, tarball=args.tarball)
+    result = build_release(_release_dir(args), args.out, version=args.version, tarball=args.tarball)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(describe(result))
@@ -32,7 +63,7 @@ def _vendor(args: argparse.Namespace) -> int:
     from cpi.release import vendor
     from cpi.release.definition import load_definition
 
-    release_dir = Path(args.release_dir).resolve()
+    release_dir = _release_dir(args)
     definition = load_definition(release_dir)
     if args.python_source:
         target = vendor.add_python_source(release_dir, definition, Path(args.python_source))
@@ -46,6 +77,14 @@ def _vendor(args: argparse.Namespace) -> int:
         summary = ", ".join(f"{name}: {count}" for name, count in counts.items())
         print(f"Wheels: {directory.relative_to(release_dir)}/ ({summary})")
     return 0
+
+
+RELEASE_DIR_HELP = "directory holding release.yml (default: this checkout, whatever the current directory)"
+
+
+def _release_dir(args: argparse.Namespace) -> Path:
+    """--release-dir (relative to the current directory), or this checkout."""
+    return Path(args.release_dir).resolve() if args.release_dir else default_release_dir()
 
 
 def _guarded(command):
@@ -69,22 +108,26 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     build = commands.add_parser(
         "build",
         help="check the release and write its tarball",
-        description="Check jobs/ and packages/ as bosh create-release does, compute bosh-cli "
+        description="Check jobs/ and packages/ as bosh create-release does, compute bosh-cli\n"
         "fingerprints and write a deterministic release tarball.",
+        epilog=BUILD_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    build.add_argument("--release-dir", default=".", help="directory holding release.yml (default: .)")
-    build.add_argument("--out", default=None, help="output directory (default: <release-dir>/dev_releases)")
-    build.add_argument("--tarball", default=None, help="exact output path (overrides --out)")
-    build.add_argument("--version", default=None, help="release version (default: release.yml's)")
+    build.add_argument("--release-dir", default=None, metavar="DIR", help=RELEASE_DIR_HELP)
+    build.add_argument("--out", default=None, metavar="DIR", help="output directory (default: <release-dir>/dev_releases)")
+    build.add_argument("--tarball", default=None, metavar="PATH", help="exact output path (overrides --out)")
+    build.add_argument("--version", default=None, metavar="V", help="release version (default: release.yml's)")
     build.set_defaults(handler=_guarded(_build), func=_guarded(_build))
 
     vendor = commands.add_parser(
         "vendor",
         help="download the wheels and add the CPython source as blobs",
-        description="Put the blobs the packages need under the blobs root (git-ignored): the "
+        description="Put the blobs the packages need under the blobs root (git-ignored): the\n"
         "runtime wheels for every platform in release.yml, and the CPython source tarball you give.",
+        epilog=VENDOR_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    vendor.add_argument("--release-dir", default=".", help="directory holding release.yml (default: .)")
+    vendor.add_argument("--release-dir", default=None, metavar="DIR", help=RELEASE_DIR_HELP)
     vendor.add_argument(
         "--platform",
         action="append",
@@ -104,11 +147,14 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Hook `release` into a parent CLI's subparsers."""
-    parser = subparsers.add_parser("release", help=DESCRIPTION, description=DESCRIPTION)
+    parser = subparsers.add_parser("release", help="build this CPI's BOSH release (vendor, build)",
+                                   description=DESCRIPTION, epilog=EXAMPLES,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     return configure(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = configure(argparse.ArgumentParser(prog="cpi release", description=DESCRIPTION))
+    parser = configure(argparse.ArgumentParser(prog="cpi release", description=DESCRIPTION, epilog=EXAMPLES,
+                                               formatter_class=argparse.RawDescriptionHelpFormatter))
     args = parser.parse_args(argv)
     return args.handler(args)

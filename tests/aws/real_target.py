@@ -1,9 +1,14 @@
 """The aws lifecycle target against a real AWS account (or EC2-compatible cloud).
 
-Runs only when CPI_LIFECYCLE_AWS_CONFIG names a JSON file of this shape (skipped
-otherwise):
+Runs only when CPI_LIFECYCLE_AWS_CONFIG names a JSON file (skipped otherwise) of either
+shape:
 
-    {
+    {                                       # a plain cpi.json (the README's) plus "lifecycle"
+      "cloud": {"plugin": "aws", "properties": {"aws": {...}, "agent": {...}}},
+      "lifecycle": {...}
+    }
+
+    {                                       # or the cpi.json under "cpi"
       "cpi": { ...a cpi.json with cloud.plugin "aws"... },
       "lifecycle": {
         "subnet_id": "subnet-...",          # where test VMs go
@@ -14,6 +19,9 @@ otherwise):
         "first_ip_offset": 100              # optional: manual IPs start this far into the range
       }
     }
+
+A file that is neither fails every test of the target with a message naming what is
+missing (load()), never a KeyError.
 
 Everything the scenarios create is deleted by them; cleanup() removes what a failed test
 left (only resources that were not there when the session started).
@@ -52,12 +60,60 @@ def _ec2(aws: dict):
     return session.client("ec2", **kwargs)
 
 
+LIFECYCLE_KEYS = ("subnet_id", "subnet_cidr", "availability_zone", "ami_id")
+LIFECYCLE_EXAMPLE = ('"lifecycle": {"subnet_id": "subnet-...", "subnet_cidr": "10.0.16.0/24", '
+                     '"availability_zone": "eu-west-1a", "ami_id": "ami-..."}')
+
+
+class LifecycleConfigError(ValueError):
+    """The file named by CPI_LIFECYCLE_AWS_CONFIG lacks something; the message names it."""
+
+
+def load(path: Path) -> tuple[dict, dict]:
+    """(the cpi.json to run, the lifecycle's inputs) from either shape of the file."""
+    where = f"{ENV}={path}"
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise LifecycleConfigError(f"{where}: cannot read it: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise LifecycleConfigError(f"{where}: not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not ("cpi" in doc or "cloud" in doc):
+        raise LifecycleConfigError(
+            f"{where}: expected a cpi.json ({{\"cloud\": {{\"plugin\": \"aws\", ...}}}}) or "
+            f"{{\"cpi\": <cpi.json>, \"lifecycle\": ...}}; it has neither \"cloud\" nor \"cpi\"")
+    lifecycle = doc.get("lifecycle")
+    cpi_config = doc["cpi"] if "cpi" in doc else {k: v for k, v in doc.items() if k != "lifecycle"}
+    cloud = cpi_config.get("cloud") if isinstance(cpi_config, dict) else None
+    if not isinstance(cloud, dict) or cloud.get("plugin") != "aws":
+        raise LifecycleConfigError(f"{where}: cloud.plugin must be \"aws\" (the lifecycle runs the aws cloud)")
+    aws = (cloud.get("properties") or {}).get("aws")
+    if not isinstance(aws, dict):
+        raise LifecycleConfigError(f"{where}: cloud.properties.aws is missing (region and credentials)")
+    if aws.get("credentials_source", "static") == "static":
+        absent = [key for key in ("access_key_id", "secret_access_key") if not aws.get(key)]
+        if absent:
+            raise LifecycleConfigError(
+                f"{where}: cloud.properties.aws.{' and cloud.properties.aws.'.join(absent)} missing "
+                f"(or set credentials_source: env_or_profile)")
+    if not isinstance(lifecycle, dict):
+        lifecycle = {}
+    missing = [key for key in LIFECYCLE_KEYS if not lifecycle.get(key)]
+    if missing:
+        raise LifecycleConfigError(
+            f"{where}: the lifecycle needs where to run: lifecycle.{', lifecycle.'.join(missing)} "
+            f"missing. Add next to \"cloud\" (or \"cpi\"): {LIFECYCLE_EXAMPLE}")
+    return cpi_config, lifecycle
+
+
 def make(tmp_path_factory) -> AwsTarget:
     path = os.environ.get(ENV)
     if not path:
         pytest.skip(f"{ENV} is not set: no real AWS account to run against")
-    doc = json.loads(Path(path).read_text())
-    cpi_config, lifecycle = doc["cpi"], doc["lifecycle"]
+    try:
+        cpi_config, lifecycle = load(Path(path))
+    except LifecycleConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
     aws = cpi_config["cloud"]["properties"]["aws"]
     # the scenarios create disks without a VM and attach them to VMs in the test subnet
     aws.setdefault("default_availability_zone", lifecycle["availability_zone"])

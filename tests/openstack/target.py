@@ -5,12 +5,16 @@ Checks look at OpenStack itself (keystoneauth1 in the test process), never at wh
 says.
 
 Which cloud:
-- `CPI_LIFECYCLE_OPENSTACK_CONFIG=/path/file.json`: a real cloud, described by a file of the
-  shape setup.sh writes to $OS_STATE_DIR/cpi-openstack.json (auth_url, username, password,
-  project_name, user_domain_name, project_domain_name, region, interface, flavor, image.id,
-  network.id, subnet.cidr/gateway_ip, free_ip_range.start/end, optionally floating_ip,
-  volume_type, flavors, security_groups) plus an optional `"cpi": {...}` of further
-  `cloud.properties.openstack` keys (ca_cert, ...).
+- `CPI_LIFECYCLE_OPENSTACK_CONFIG=/path/file.json`: a real cloud, described by a file of
+  either shape (load() checks it and names what is missing):
+  - a plain cpi.json (the README's: `cloud.plugin: openstack`, password auth in
+    `cloud.properties.openstack`) with a `"lifecycle": {...}` next to `"cloud"` holding
+    the keys below from `flavor` on;
+  - or the shape setup.sh writes to $OS_STATE_DIR/cpi-openstack.json (auth_url, username,
+    password, project_name, user_domain_name, project_domain_name, region, interface,
+    flavor, image.id, network.id, subnet.cidr/gateway_ip, free_ip_range.start/end,
+    optionally floating_ip, volume_type, flavors, security_groups) plus an optional
+    `"cpi": {...}` of further `cloud.properties.openstack` keys (ca_cert, ...).
 - otherwise the loopback services: this needs root on Debian. tests/openstack/services.py
   runs setup.sh (idempotent: seconds when everything is up) once per session before the
   first test, showing its progress, under its own time budget; `make()` uses its outcome and
@@ -237,12 +241,84 @@ def _loopback_env() -> dict[str, Any]:
     return json.loads(state.read_text())
 
 
+IDENTITY_KEYS = ("auth_url", "username", "password", "project_name")
+LIFECYCLE_KEYS = ("flavor", "image.id", "network.id", "subnet.cidr", "subnet.gateway_ip",
+                  "free_ip_range.start", "free_ip_range.end")
+LIFECYCLE_EXAMPLE = ('"lifecycle": {"flavor": "m1.small", "image": {"id": "..."}, "network": {"id": "..."}, '
+                     '"subnet": {"cidr": "10.0.0.0/24", "gateway_ip": "10.0.0.1"}, '
+                     '"free_ip_range": {"start": "10.0.0.100", "end": "10.0.0.150"}}')
+
+
+class LifecycleConfigError(ValueError):
+    """The file named by CPI_LIFECYCLE_OPENSTACK_CONFIG lacks something; the message names it."""
+
+
+def _dig(doc: dict[str, Any], dotted: str) -> Any:
+    value: Any = doc
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def load(path: Path) -> dict[str, Any]:
+    """The cloud description (setup.sh's shape) from either shape of the file."""
+    where = f"{ENV}={path}"
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise LifecycleConfigError(f"{where}: cannot read it: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise LifecycleConfigError(f"{where}: not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise LifecycleConfigError(f"{where}: expected a JSON object")
+    if "cloud" in doc:
+        cloud = doc["cloud"] if isinstance(doc["cloud"], dict) else {}
+        if cloud.get("plugin") != "openstack":
+            raise LifecycleConfigError(f"{where}: cloud.plugin must be \"openstack\" (the lifecycle runs the openstack cloud)")
+        props = (cloud.get("properties") or {}).get("openstack")
+        if not isinstance(props, dict):
+            raise LifecycleConfigError(f"{where}: cloud.properties.openstack is missing (auth_url and credentials)")
+        absent = [key for key in ("auth_url", "username", "api_key", "project") if not props.get(key)]
+        if absent:
+            raise LifecycleConfigError(
+                f"{where}: cloud.properties.openstack.{', cloud.properties.openstack.'.join(absent)} missing "
+                f"(the lifecycle checks the cloud itself with password auth)")
+        lifecycle = doc.get("lifecycle") if isinstance(doc.get("lifecycle"), dict) else {}
+        env = {
+            **lifecycle,
+            "auth_url": props["auth_url"],
+            "username": props["username"],
+            "password": props["api_key"],
+            "project_name": props["project"],
+            "user_domain_name": props.get("user_domain_name") or props.get("domain"),
+            "project_domain_name": props.get("project_domain_name") or props.get("domain"),
+            "region": props.get("region"),
+            "interface": str(props.get("endpoint_type") or "public").removesuffix("URL"),
+            "cpi": props,
+        }
+        if props.get("ssl_verify") is False:
+            env["verify"] = False
+        env = {k: v for k, v in env.items() if v is not None}
+        missing = [f"lifecycle.{key}" for key in LIFECYCLE_KEYS if not _dig(env, key)]
+    else:
+        missing = [key for key in IDENTITY_KEYS + LIFECYCLE_KEYS if not _dig(doc, key)]
+        env = doc
+    if missing:
+        raise LifecycleConfigError(
+            f"{where}: {', '.join(missing)} missing. Give a cpi.json with {LIFECYCLE_EXAMPLE} next to "
+            f"\"cloud\", or the shape tests/openstack/setup.sh writes (see tests/openstack/target.py)")
+    return env
+
+
 def prepare() -> dict[str, Any]:
     """The cloud description (memoized for the session)."""
     if "env" not in _prepared:
         path = os.environ.get(ENV)
         if path:
-            env = json.loads(Path(path).read_text())
+            try:
+                env = load(Path(path))
+            except LifecycleConfigError as exc:
+                pytest.fail(str(exc), pytrace=False)
             env["real"] = True
         else:
             env = _loopback_env()

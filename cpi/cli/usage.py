@@ -1,0 +1,67 @@
+"""`cpi --help`: a description, the commands in groups with their one-line helps, and
+examples. Commands register themselves (`add_parser`); this only arranges what they give:
+a command not named in GROUPS is listed under "other commands", never left out."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = """\
+The operator's side of the BOSH Python CPI. BOSH itself never runs this: a director or
+`bosh create-env` runs bin/cpi, one process per CPI call. `cpi` calls that same bin/cpi
+(or the cloud code behind it) to try, inspect and check the clouds it drives: local,
+aws, openstack and any plugin."""
+
+# (heading, commands in the order shown); later helpers add their command names here.
+GROUPS: list[tuple[str, tuple[str, ...]]] = [
+    ("try the CPI", ("lifecycle", "call")),
+    ("see what the CPI manages", ("list", "show", "avail", "orphans", "audit")),
+    ("check before a deploy", ("validate", "plan", "certify")),
+    ("reference and release", ("props", "release")),
+]
+
+EPILOG = """\
+examples:
+  cpi lifecycle                                    # a whole lifecycle on the local cloud
+  cpi call info                                    # one CPI method, as a director calls it
+  cpi call --config cpi.json has_vm '"vm-1234"'    # relative paths are the current directory's
+  cpi props aws                                    # every aws property and cloud_property
+  cpi release build                                # the BOSH release, from any directory
+
+`cpi COMMAND --help` shows a command's options and examples."""
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's and epilog's line breaks (they hold lists and examples)."""
+
+
+def make_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog="cpi", description=DESCRIPTION, epilog=EPILOG, formatter_class=Formatter)
+
+
+def add_subparsers(parser: argparse.ArgumentParser):
+    return parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+
+def finish(parser: argparse.ArgumentParser, sub) -> None:
+    """Move the registered commands into the description, grouped, each with its one-line
+    help; the flat "positional arguments" list is hidden."""
+    helps = {action.dest: (action.help or "") for action in sub._choices_actions}
+    names = list(helps)
+    width = max((len(name) for name in names), default=0) + 2
+    shown: set[str] = set()
+    sections = []
+    for heading, members in GROUPS + [("other commands", tuple(names))]:
+        rows = [name for name in members if name in helps and name not in shown]
+        if not rows:
+            continue
+        shown.update(rows)
+        lines = [f"  {name:<{width}}{_one_line(helps[name])}" for name in rows]
+        sections.append(f"{heading}:\n" + "\n".join(lines))
+    parser.description = DESCRIPTION + "\n\n" + "\n\n".join(sections)
+    sub.help = argparse.SUPPRESS
+    parser.usage = "%(prog)s [-h] COMMAND [ARGS ...]"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

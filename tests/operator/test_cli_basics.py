@@ -1,0 +1,316 @@
+"""What a newcomer meets first (issue 11, part 7), through the real executables: `cpi`
+(the human CLI) and bin/cpi (what BOSH runs), each as a subprocess.
+
+- relative paths given to `cpi` are the caller's (bin/cpi itself runs from "/");
+- `cpi props nosuch` is one line naming the clouds, exit 2;
+- the README's examples marked `<!-- pasteable: ... -->` run as they are;
+- the README's interpreter search order is bin/cpi's;
+- `cpi release` finds the checkout's release from any directory;
+- CPI_LIFECYCLE_{AWS,OPENSTACK}_CONFIG accept a plain cpi.json (plus "lifecycle") and
+  their own shape, and name what is missing otherwise;
+- `cpi --help` and every subcommand's --help: description, grouped commands, examples.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN_CPI = REPO / "bin" / "cpi"
+README = REPO / "README.md"
+INSTALLED = REPO / ".venv" / "bin" / "cpi"
+CPI = [str(INSTALLED)] if INSTALLED.exists() else [sys.executable, "-m", "cpi.cli"]
+WIPED = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def cpi(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([*CPI, *args], cwd=cwd, capture_output=True, text=True, env=environment, timeout=timeout)
+
+
+def local_config(path: Path, state_dir: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {"state_dir": str(state_dir)}}}}))
+    return path
+
+
+def documents(text: str) -> list:
+    """Every JSON document in `text`, one after the other (one-line or indented)."""
+    decoder, found, index = json.JSONDecoder(), [], 0
+    while True:
+        while index < len(text) and text[index].isspace():
+            index += 1
+        if index >= len(text):
+            return found
+        value, index = decoder.raw_decode(text, index)
+        found.append(value)
+
+
+def readme_blocks(kind: str) -> list[str]:
+    """The fenced blocks the README marks `<!-- pasteable: KIND -->`, dedented."""
+    pattern = re.compile(r"^([ \t]*)<!-- pasteable: " + re.escape(kind) + r" -->\n\1```\w*\n(.*?)^\1```",
+                         re.M | re.S)
+    return [textwrap.dedent(m.group(2)) for m in pattern.finditer(README.read_text())]
+
+
+# --- 1. relative paths are the caller's ------------------------------------------------------------
+
+
+def test_call_reads_a_relative_config_from_the_callers_directory(tmp_path):
+    state = tmp_path / "state"
+    local_config(tmp_path / "conf" / "cpi.json", state)
+    for spelling in ("conf/cpi.json", "./conf/cpi.json"):
+        run = cpi("call", "--config", spelling, "has_disk", '"disk-none"', cwd=tmp_path)
+        assert run.returncode == 0, run.stdout + run.stderr
+        response = json.loads(run.stdout)
+        assert response["error"] is None and response["result"] is False
+    assert state.is_dir(), "the config's state_dir was not used: the config was not read"
+
+
+def test_call_with_a_missing_config_is_a_usage_error(tmp_path):
+    run = cpi("call", "--config", "nosuch.json", "info", cwd=tmp_path)
+    assert run.returncode == 2
+    assert "nosuch.json" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_lifecycle_takes_a_relative_state_dir(tmp_path):
+    run = cpi("lifecycle", "--state-dir", "demo", cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert (tmp_path / "demo" / "cpi.json").is_file() and (tmp_path / "demo" / "state").is_dir()
+    assert "Left in" in run.stdout and "nothing" in run.stdout
+
+
+# --- 2. an unknown cloud ---------------------------------------------------------------------------
+
+
+def test_props_of_an_unknown_cloud_is_one_line_naming_the_clouds(tmp_path):
+    run = cpi("props", "nosuch", cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr
+    assert "nosuch" in lines[0] and all(name in lines[0] for name in ("aws", "local", "openstack"))
+
+
+# --- 3. the README's pasteable examples -----------------------------------------------------------
+
+
+def test_readme_marks_its_pasteable_examples():
+    assert len(readme_blocks("sh")) >= 1
+    assert len(readme_blocks("cpi.json")) >= 3  # local, aws, openstack
+
+
+def test_readme_shell_examples_run_as_pasted(tmp_path):
+    """Pasted in the checkout, with only PATH and a HOME (the local cloud's default state)."""
+    for block in readme_blocks("sh"):
+        run = subprocess.run(["bash", "-e", "-c", block], cwd=REPO, capture_output=True, text=True, timeout=120,
+                             env={**WIPED, "HOME": str(tmp_path)})
+        assert run.returncode == 0, block + run.stderr
+        responses = documents(run.stdout)
+        assert len(responses) == len([line for line in block.splitlines() if line.strip()]), run.stdout
+        for response in responses:
+            assert response["error"] is None, response
+
+
+def test_readme_cpi_json_examples_are_valid_configs(tmp_path):
+    """Each one, as it is, is a config bin/cpi accepts (info checks the config, offline)."""
+    for index, block in enumerate(readme_blocks("cpi.json")):
+        path = tmp_path / f"cpi-{index}.json"
+        path.write_text(block)
+        run = subprocess.run([str(BIN_CPI), str(path)], input='{"method": "info", "arguments": []}',
+                             capture_output=True, text=True, env=WIPED, cwd="/", timeout=60)
+        assert run.returncode == 0
+        response = json.loads(run.stdout)
+        assert response["error"] is None, (block, response["error"])
+
+
+# --- 4. the interpreter search order ----------------------------------------------------------------
+
+
+def _bin_cpi_order() -> list[str]:
+    text = BIN_CPI.read_text()
+    loop = re.search(r"^for py in (.*?); do$", text, re.M | re.S).group(1)
+    words = shlex.split(loop.replace("\\\n", " "), posix=False)
+    return [w.strip('"').replace("${CPI_PYTHON:-}", "$CPI_PYTHON").replace("$root/", "") for w in words]
+
+
+def _readme_order() -> list[str]:
+    text = " ".join(README.read_text().split())
+    sentence = re.search(r"`bin/cpi` finds its interpreter relative to itself, the first that exists of: (.*?)\. "
+                         r"With none", text).group(1)
+    return re.findall(r"`([^`]*(?:python|PYTHON)[^`]*)`", sentence)
+
+
+def test_readme_interpreter_order_is_bin_cpis():
+    assert _bin_cpi_order() == [
+        "$CPI_PYTHON",
+        ".venv/bin/python",
+        "venv/bin/python",
+        "${BOSH_PACKAGES_DIR:-/var/vcap/packages}/cpi/venv/bin/python",
+    ]
+    assert _readme_order() == _bin_cpi_order()
+
+
+def test_cpi_python_comes_first(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\ncat >/dev/null\necho \'{"result": "fake", "error": null, "log": ""}\'\n')
+    fake.chmod(0o755)
+    run = subprocess.run([str(BIN_CPI)], input="{}", capture_output=True, text=True, timeout=60,
+                         env={**WIPED, "CPI_PYTHON": str(fake)})
+    assert json.loads(run.stdout)["result"] == "fake"
+
+
+# --- 5. the release commands from any directory ----------------------------------------------------
+
+
+def test_release_commands_find_the_checkout_from_any_directory(tmp_path):
+    """vendor --no-wheels only reads and checks release.yml: the cheapest command that
+    proves the checkout's release was found from a directory that holds none."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = cpi("release", "vendor", "--no-wheels", cwd=elsewhere)
+    assert run.returncode == 0, run.stderr
+    assert not (elsewhere / "blobs").exists()
+    run = cpi("release", "build", "--help", cwd=elsewhere)
+    assert run.returncode == 0 and "this checkout" in run.stdout and "examples:" in run.stdout
+    if not (REPO / "blobs").exists():  # a validation-only build: the checkout's blobs are named
+        run = cpi("release", "build", "--tarball", str(tmp_path / "x.tgz"), cwd=elsewhere)
+        assert run.returncode == 1
+        assert str(REPO / "blobs") in run.stderr and str(elsewhere) not in run.stderr
+
+
+def test_release_build_takes_a_relative_release_dir(tmp_path):
+    from tests.release.support import minimal_release
+
+    minimal_release(tmp_path / "work" / "rel")
+    run = cpi("release", "build", "--release-dir", "rel", "--out", "out", cwd=tmp_path / "work")
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "work" / "out" / "demo-1.2.3.tgz").is_file()
+
+
+# --- 6. CPI_LIFECYCLE_*_CONFIG shapes -----------------------------------------------------------
+
+
+def _readme_json_after(marker: str) -> dict:
+    text = README.read_text()
+    block = re.search(re.escape(marker) + r".*?```json\n(.*?)^\s*```", text, re.S | re.M).group(1)
+    return json.loads(block)
+
+
+def _readme_cpi_json(plugin: str) -> dict:
+    for block in readme_blocks("cpi.json"):
+        doc = json.loads(block)
+        if doc["cloud"]["plugin"] == plugin:
+            return doc
+    raise AssertionError(f"no {plugin} cpi.json in the README")
+
+
+AWS_LIFECYCLE = {"subnet_id": "subnet-1", "subnet_cidr": "10.0.16.0/24", "availability_zone": "eu-west-1a",
+                 "ami_id": "ami-1"}
+
+
+def test_aws_lifecycle_config_accepts_both_shapes(tmp_path):
+    from tests.aws.real_target import LifecycleConfigError, load
+
+    readme_cpi = _readme_cpi_json("aws")
+    shapes = {
+        "plain": {**readme_cpi, "lifecycle": AWS_LIFECYCLE},
+        "own": {"cpi": readme_cpi, "lifecycle": AWS_LIFECYCLE},
+        "documented": _readme_json_after("CPI_LIFECYCLE_AWS_CONFIG=/path/file.json"),
+    }
+    for name, doc in shapes.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        cpi_config, lifecycle = load(path)
+        assert cpi_config["cloud"]["plugin"] == "aws" and "lifecycle" not in cpi_config, name
+        assert lifecycle["subnet_id"].startswith("subnet-"), name
+
+    path = tmp_path / "readme-as-is.json"
+    path.write_text(json.dumps(readme_cpi))
+    with pytest.raises(LifecycleConfigError, match=r"lifecycle\.subnet_id, .*lifecycle\.ami_id missing"):
+        load(path)
+    path.write_text(json.dumps({"cloud": {"plugin": "openstack"}}))
+    with pytest.raises(LifecycleConfigError, match=r"cloud\.plugin must be \"aws\""):
+        load(path)
+    path.write_text(json.dumps({"cloud": {"plugin": "aws", "properties": {"aws": {"region": "x"}}},
+                                "lifecycle": AWS_LIFECYCLE}))
+    with pytest.raises(LifecycleConfigError, match=r"access_key_id .*secret_access_key missing"):
+        load(path)
+
+
+OPENSTACK_LIFECYCLE = {"flavor": "m1.small", "image": {"id": "img-1"}, "network": {"id": "net-1"},
+                       "subnet": {"cidr": "10.0.0.0/24", "gateway_ip": "10.0.0.1"},
+                       "free_ip_range": {"start": "10.0.0.100", "end": "10.0.0.150"}}
+
+
+def test_openstack_lifecycle_config_accepts_both_shapes(tmp_path):
+    from tests.openstack.target import LifecycleConfigError, cpi_properties, load
+
+    readme_cpi = _readme_cpi_json("openstack")
+    own = {"auth_url": "https://keystone.example:5000/v3", "username": "bosh", "password": "pw",
+           "project_name": "bosh", "user_domain_name": "Default", "project_domain_name": "Default",
+           "region": "RegionOne", "interface": "public", **OPENSTACK_LIFECYCLE}
+    shapes = {
+        "plain": {**readme_cpi, "lifecycle": OPENSTACK_LIFECYCLE},
+        "own": own,
+        "documented": _readme_json_after("CPI_LIFECYCLE_OPENSTACK_CONFIG=/path/file.json"),
+    }
+    for name, doc in shapes.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        env = load(path)
+        assert env["network"]["id"] and env["free_ip_range"]["start"], name
+        props = cpi_properties(env)
+        assert props["auth_url"].startswith("https://keystone.example") and props["api_key"], name
+        assert props["user_domain_name"] == "Default", name
+        # what the lifecycle then writes is a config bin/cpi accepts
+        config = tmp_path / f"{name}-cpi.json"
+        config.write_text(json.dumps({"cloud": {"plugin": "openstack", "properties": {"openstack": props}}}))
+        run = subprocess.run([str(BIN_CPI), str(config)], input='{"method": "info", "arguments": []}',
+                             capture_output=True, text=True, env=WIPED, timeout=60)
+        assert json.loads(run.stdout)["error"] is None, (name, run.stdout)
+
+    path = tmp_path / "readme-as-is.json"
+    path.write_text(json.dumps(readme_cpi))
+    with pytest.raises(LifecycleConfigError, match=r"lifecycle\.flavor, lifecycle\.image\.id.* missing"):
+        load(path)
+    path.write_text(json.dumps({key: value for key, value in own.items() if key != "password"}))
+    with pytest.raises(LifecycleConfigError, match=r"^\S+: password missing"):
+        load(path)
+
+
+# --- 7. --help ------------------------------------------------------------------------------
+
+
+def test_top_level_help_reads_like_a_well_kept_cli(tmp_path):
+    run = cpi("--help", cwd=tmp_path)
+    assert run.returncode == 0
+    text = run.stdout
+    assert text.startswith("usage: cpi ")
+    assert "BOSH" in text.split("\n\n")[1]  # a description first
+    assert "try the CPI:" in text and "reference and release:" in text
+    for command in ("lifecycle", "call", "props", "release"):
+        line = re.search(rf"^  {command} +(\S.*)$", text, re.M)
+        assert line, f"{command} is not listed with a one-line help"
+    assert "positional arguments" not in text and "{" not in text.split("\n")[0]
+    examples = text[text.index("examples:"):]
+    assert examples.count("\n  cpi ") >= 3
+    bare = cpi(cwd=tmp_path)
+    assert bare.returncode == 2 and "COMMAND" in bare.stderr
+
+
+@pytest.mark.parametrize("command", ["lifecycle", "call", "props", "release", "release build", "release vendor"])
+def test_each_subcommand_help_has_examples(command, tmp_path):
+    run = cpi(*command.split(), "--help", cwd=tmp_path)
+    assert run.returncode == 0
+    examples = run.stdout[run.stdout.index("examples:"):]
+    assert re.search(rf"^  cpi {command}\b", examples, re.M), examples
