@@ -180,3 +180,46 @@ def test_a_cloud_without_online_checks_says_so():
 
     with pytest.raises(CpiNotImplemented, match="online checks are not implemented by the plugin cloud"):
         check_online(Plugin.__new__(Plugin), [])
+
+
+# ---------------------------------------------------------------- online: the OpenStack loopback services
+
+
+@pytest.fixture(scope="module")
+def os_config(tmp_path_factory):
+    from tests.openstack import target as os_target
+
+    env = os_target.prepare()  # skips, saying why, without the services
+    return env, os_target.write_config(tmp_path_factory.mktemp("openstack") / "cpi.json", env)
+
+
+def test_openstack_online(os_config, tmp_path):
+    env, config = os_config
+    keypair = env["keypair"]["name"] if isinstance(env["keypair"], dict) else env["keypair"]
+    group = env["security_groups"]["test"]["name"]
+    good = {
+        "azs": [{"name": "z1", "cloud_properties": {"availability_zone": env["availability_zone"]}}],
+        "vm_types": [{"name": "small", "cloud_properties": {
+            "instance_type": env["flavor"], "key_name": keypair, "security_groups": [group]}}],
+        "disk_types": [{"name": "d", "disk_size": 1024, "cloud_properties": {"type": env["volume_type"]["name"]}}],
+        "networks": [{"name": "default", "subnets": [{"range": env["subnet"]["cidr"], "az": "z1",
+                                                      "cloud_properties": {"net_id": env["network"]["id"]}}]}],
+    }
+    result = run(good, config, "--online", "--json", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    bad = json.loads(json.dumps(good))
+    bad["vm_types"][0]["cloud_properties"].update(instance_type="m1.tinny", security_groups=["no-such-group"])
+    bad["networks"][0]["subnets"][0]["cloud_properties"]["net_id"] = "00000000-0000-4000-8000-000000000000"
+    bad["disk_types"][0]["cloud_properties"]["type"] = "no-such-type"
+    result = run(bad, config, "--online", "--json", tmp_path=tmp_path)
+    assert result.returncode == 1, result.stderr
+    found = findings(result)
+    assert found["networks[name=default].subnets[0].cloud_properties.net_id"] == (
+        "network '00000000-0000-4000-8000-000000000000' does not exist")
+    assert found["vm_types[name=small].cloud_properties.instance_type"] == (
+        "flavor 'm1.tinny' does not exist, did you mean m1.tiny?")
+    assert found["vm_types[name=small].cloud_properties.security_groups[0]"].startswith(
+        "security group 'no-such-group' does not exist")
+    assert found["disk_types[name=d].cloud_properties.type"].startswith("volume type 'no-such-type' does not exist")
+    assert env["password"] not in result.stdout + result.stderr

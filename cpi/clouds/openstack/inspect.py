@@ -1,0 +1,77 @@
+"""`cpi validate --online` for the openstack cloud: read-only list calls that check what a
+cloud-config's cloud_properties name exists (flavors, Neutron networks, security groups,
+key pairs, availability zones, Cinder volume types), and the defaults cpi.json names too.
+One request per kind of thing named, whatever the number of names."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from cpi.cloud_config import Finding, Item, missing, references
+
+from . import errors
+
+SPEC = {
+    "vm": {
+        "instance_type": "flavor",
+        "availability_zone": "availability_zone",
+        "availability_zones": "availability_zone",
+        "key_name": "key_pair",
+        "security_groups": "security_group",
+    },
+    "network": {"net_id": "network", "security_groups": "security_group"},
+    "disk_type": {"type": "volume_type"},
+}
+CONFIG = "cpi.json: cloud.properties.openstack"
+
+
+def check_cloud_config(cloud, items: list[Item]) -> list[Finding]:
+    refs = references(items, SPEC)
+    p = cloud.properties
+    if p.default_key_name:
+        refs.setdefault("key_pair", {}).setdefault(p.default_key_name, []).append(f"{CONFIG}.default_key_name")
+    for index, group in enumerate(p.default_security_groups):
+        refs.setdefault("security_group", {}).setdefault(group, []).append(f"{CONFIG}.default_security_groups[{index}]")
+    if p.default_volume_type:
+        refs.setdefault("volume_type", {}).setdefault(p.default_volume_type, []).append(f"{CONFIG}.default_volume_type")
+    try:
+        return _check(cloud.api, refs)
+    except Exception as exc:
+        if not (isinstance(exc, errors.ApiError) or type(exc).__module__.startswith(("keystoneauth1", "openstack"))):
+            raise
+        raise errors.to_cloud_error(exc, "validate --online", p.describe_identity(), p.auth_url) from None
+    finally:
+        if cloud._api is not None:
+            cloud._api.keep_token()
+
+
+def _check(api, refs) -> list[Finding]:
+    findings: list[Finding] = []
+    if "flavor" in refs:
+        from .flavors import all_flavors
+
+        flavors = all_flavors(api)
+        names = {f.get("name") for f in flavors}
+        findings += missing(refs, "flavor", names | {f.get("id") for f in flavors}, "flavor", known=names)
+    if "network" in refs:
+        wanted = sorted(refs["network"])
+        query = urllib.parse.urlencode([("id", n) for n in wanted] + [("fields", "id")])
+        found = {n["id"] for n in api.get("network", f"/networks?{query}")["networks"]}
+        findings += missing(refs, "network", found, "network")
+    if "security_group" in refs:
+        groups = api.get("network", "/security-groups?fields=id&fields=name")["security_groups"]
+        names = {g["name"] for g in groups}
+        findings += missing(refs, "security_group", names | {g["id"] for g in groups}, "security group", known=names)
+    if "key_pair" in refs:
+        pairs = api.get("compute", "/os-keypairs")["keypairs"]
+        found = {entry.get("keypair", entry).get("name") for entry in pairs}
+        findings += missing(refs, "key_pair", found, "key pair")
+    if "availability_zone" in refs:
+        zones = api.get("compute", "/os-availability-zone")["availabilityZoneInfo"]
+        found = {z["zoneName"] for z in zones if (z.get("zoneState") or {}).get("available", True)}
+        findings += missing(refs, "availability_zone", found, "availability zone")
+    if "volume_type" in refs:
+        types = api.get("block-storage", "/types")["volume_types"]
+        names = {t["name"] for t in types}
+        findings += missing(refs, "volume_type", names | {t["id"] for t in types}, "volume type", known=names)
+    return findings
