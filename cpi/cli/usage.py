@@ -5,6 +5,8 @@ a command not named in GROUPS is listed under "other commands", never left out."
 from __future__ import annotations
 
 import argparse
+import shutil
+import textwrap
 
 DESCRIPTION = """\
 The operator's side of the BOSH Python CPI. BOSH itself never runs this: a director or
@@ -20,15 +22,19 @@ GROUPS: list[tuple[str, tuple[str, ...]]] = [
     ("reference and release", ("props", "release")),
 ]
 
-EPILOG = """\
-examples:
-  cpi lifecycle                                    # a whole lifecycle on the local cloud
-  cpi call info                                    # one CPI method, as a director calls it
-  cpi call --config cpi.json has_vm '"vm-1234"'    # relative paths are the current directory's
-  cpi props aws                                    # every aws property and cloud_property
-  cpi release build                                # the BOSH release, from any directory
-
-`cpi COMMAND --help` shows a command's options and examples."""
+# (command, example line): the epilog shows those of the commands registered, in this order.
+EXAMPLES: list[tuple[str, str]] = [
+    ("lifecycle", "cpi lifecycle                                  # a whole lifecycle on the local cloud"),
+    ("call", "cpi call info                                  # one CPI method, as a director calls it"),
+    ("call", "cpi call --config cpi.json has_vm '\"vm-1234\"'  # relative paths are the current directory's"),
+    ("list", "cpi list vms --config cpi.json                 # what the CPI made, with its BOSH tags"),
+    ("orphans", "cpi orphans --config cpi.json --director-uuid UUID --known known.json"),
+    ("audit", "cpi audit --config cpi.json --since 2h         # every IaaS change, old and new"),
+    ("validate", "cpi validate cloud-config.yml --config cpi.json --online"),
+    ("props", "cpi props aws                                  # every aws property and cloud_property"),
+    ("release", "cpi release build                              # the BOSH release, from any directory"),
+]
+MORE = "`cpi COMMAND --help` shows a command's options and examples."
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
@@ -36,7 +42,7 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
 
 
 def make_parser() -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog="cpi", description=DESCRIPTION, epilog=EPILOG, formatter_class=Formatter)
+    return argparse.ArgumentParser(prog="cpi", description=DESCRIPTION, formatter_class=Formatter)
 
 
 def add_subparsers(parser: argparse.ArgumentParser):
@@ -56,12 +62,18 @@ def finish(parser: argparse.ArgumentParser, sub) -> None:
         if not rows:
             continue
         shown.update(rows)
-        lines = [f"  {name:<{width}}{_one_line(helps[name])}" for name in rows]
+        lines = [_row(name, width, helps[name]) for name in rows]
         sections.append(f"{heading}:\n" + "\n".join(lines))
     parser.description = DESCRIPTION + "\n\n" + "\n\n".join(sections)
+    examples = [f"  {line}" for command, line in EXAMPLES if command in helps]
+    parser.epilog = "examples:\n" + "\n".join(examples) + "\n\n" + MORE
     sub.help = argparse.SUPPRESS
     parser.usage = "%(prog)s [-h] COMMAND [ARGS ...]"
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+def _row(name: str, width: int, text: str) -> str:
+    """`  name   help`, the help wrapped to the terminal under its own column."""
+    columns = max(shutil.get_terminal_size().columns - 2, 60)
+    indent = " " * (2 + width)
+    return textwrap.fill(" ".join(text.split()), columns, initial_indent=f"  {name:<{width}}",
+                         subsequent_indent=indent)

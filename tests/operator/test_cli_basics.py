@@ -314,3 +314,14 @@ def test_each_subcommand_help_has_examples(command, tmp_path):
     assert run.returncode == 0
     examples = run.stdout[run.stdout.index("examples:"):]
     assert re.search(rf"^  cpi {command}\b", examples, re.M), examples
+
+
+def test_every_command_is_listed_once_in_a_group(tmp_path):
+    """Commands that later modules register land in a group (or "other commands"), never
+    left out of `cpi --help` and never twice."""
+    wrong = cpi("no-such-command", cwd=tmp_path)
+    assert wrong.returncode == 2
+    named = wrong.stderr.split("choose from", 1)[1].strip().rstrip(")")
+    choices = [name.strip().strip("'\"") for name in named.split(",")]
+    listed = re.findall(r"^  ([a-z][a-z-]*)  +\S", cpi("--help", cwd=tmp_path).stdout.split("\noptions:")[0], re.M)
+    assert sorted(listed) == sorted(choices) and len(set(listed)) == len(listed)
