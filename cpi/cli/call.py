@@ -15,9 +15,10 @@ examples:
   cpi call --config cpi.json has_vm '"vm-1234"'
   cpi call --config cpi.json create_disk 1024 '{}' null
   cpi call --api-version 1 --config ./cpi.json info
+  cpi call create_stemcell '"image.tgz"' '{"name": "s", "version": "1"}'
 
 Each argument is one JSON value (quote it for the shell). A relative --config is read from
-the current directory. Exit status: 0 when the response has no error, 1 when it has one,
+the current directory, as is create_stemcell's image path. Exit status: 0 when the response has no error, 1 when it has one,
 2 for a usage error."""
 
 
@@ -42,6 +43,10 @@ def call(args: argparse.Namespace) -> int:
             print(f"cpi call: error: argument {text!r} is not JSON ({exc.msg}); quote strings: '\"vm-1\"'",
                   file=sys.stderr)
             return 2
+    if args.method == "create_stemcell" and arguments and isinstance(arguments[0], str) and arguments[0] \
+            and not arguments[0].startswith("/"):
+        # the image path is read by bin/cpi, which runs from "/": a relative one is the caller's
+        arguments[0] = str(Path(arguments[0]).absolute())
     config = Path(args.config).absolute() if args.config else None
     if config is not None and not config.is_file():
         print(f"cpi call: error: --config {args.config}: no such file", file=sys.stderr)

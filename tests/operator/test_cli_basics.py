@@ -76,6 +76,19 @@ def test_call_reads_a_relative_config_from_the_callers_directory(tmp_path):
     assert state.is_dir(), "the config's state_dir was not used: the config was not read"
 
 
+def test_call_create_stemcell_reads_a_relative_image_path_from_the_callers_directory(tmp_path):
+    state = tmp_path / "state"
+    local_config(tmp_path / "cpi.json", state)
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "image").write_bytes(b"stemcell bytes")
+    run = cpi("call", "--config", "cpi.json", "create_stemcell", '"images/image"', '{"name": "s", "version": "1"}',
+              cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    cid = json.loads(run.stdout)["result"]
+    assert [p.read_bytes() for p in (state / "stemcells" / cid).iterdir() if p.read_bytes() == b"stemcell bytes"]
+    assert cpi("call", "--config", "cpi.json", "delete_stemcell", json.dumps(cid), cwd=tmp_path).returncode == 0
+
+
 def test_call_with_a_missing_config_is_a_usage_error(tmp_path):
     run = cpi("call", "--config", "nosuch.json", "info", cwd=tmp_path)
     assert run.returncode == 2
