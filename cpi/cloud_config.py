@@ -166,6 +166,8 @@ def _problem(model: type[BaseModel], loc: tuple, errs: list[dict]) -> str:
             close = difflib.get_close_matches(loc[-1], list(where.model_fields), n=1, cutoff=0.6)
             if close:
                 problem += f", did you mean {close[0]}?"
+            elif not where.model_fields:
+                problem += " (nothing can be set here)"
             elif len(where.model_fields) <= 8:
                 problem += f" (known: {', '.join(where.model_fields)})"
         return problem

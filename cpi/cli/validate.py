@@ -48,22 +48,23 @@ def validate(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - yaml's errors: say where the YAML is broken
         return _fail(f"{args.cloud_config} is not valid YAML: {exc}")
 
+    redactor = Redactor()  # cpi.json's secrets: masked in whatever is printed
+    redactor.collect(raw)
     findings, items = cloud_config.check(doc, cfg.cloud_class)
     notes: list[str] = []
     if args.online:
         from cpi import backoff
 
-        redactor = Redactor()
-        redactor.collect(raw)
         backoff.configure(cfg.throttle)
         cloud = cfg.cloud_class(cfg.properties, cfg.agent, CallContext(request_id="cpi-validate"))
         try:
             online = cloud_config.check_online(cloud, items)
         except BoshError as exc:
             return _fail(redactor.text(exc.message))
-        for finding in online:
-            finding.problem = redactor.text(finding.problem)
         findings += online
+    for finding in findings:
+        finding.path = redactor.text(finding.path)
+        finding.problem = redactor.text(finding.problem)
 
     errors = [f for f in findings if f.severity == "error"]
     if args.json:

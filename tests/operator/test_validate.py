@@ -223,3 +223,26 @@ def test_openstack_online(os_config, tmp_path):
         "security group 'no-such-group' does not exist")
     assert found["disk_types[name=d].cloud_properties.type"].startswith("volume type 'no-such-type' does not exist")
     assert env["password"] not in result.stdout + result.stderr
+
+
+def test_openstack_offline_network_types(tmp_path):
+    config = tmp_path / "openstack.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "openstack", "properties": {"openstack": {
+        "auth_url": "https://keystone.invalid:5000/v3", "username": "bosh", "api_key": SECRET,
+        "project": "bosh", "domain": "Default"}}}}))
+    doc = {
+        "vm_types": [{"name": "small", "cloud_properties": {"instance_type": "m1.small", "availability_zones": "nova"}}],
+        "networks": [
+            {"name": "dyn", "type": "dynamic", "cloud_properties": {"net_id": "n1", "security_group": ["x"]}},
+            {"name": "vip", "type": "vip", "cloud_properties": {"net_id": "n1"}},
+            {"name": "odd", "type": "manul"},
+        ],
+    }
+    result = run(doc, config, "--json", tmp_path=tmp_path)
+    assert result.returncode == 1, result.stderr
+    found = findings(result)
+    assert found["vm_types[name=small].cloud_properties.availability_zones"].startswith("wrong type: expected a list")
+    assert found["networks[name=dyn].cloud_properties.security_group"] == "unknown property, did you mean security_groups?"
+    assert found["networks[name=vip].cloud_properties.net_id"] == "unknown property (nothing can be set here)"
+    assert found["networks[name=odd].type"].startswith("must be one of manual, dynamic, vip")
+    assert SECRET not in result.stdout + result.stderr
