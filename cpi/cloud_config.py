@@ -284,10 +284,13 @@ class _Checker:
             model_kind = "az" if _model_for(self.cloud_class, "az") else "vm_type"
             self.cloud_properties("az", path, entry, partial=model_kind == "vm_type", model_kind=model_kind)
         vm_types = self.entries(doc, "vm_types")
+        first_vm_finding = len(self.findings)
         for path, entry in vm_types:
             self.cloud_properties("vm_type", path, entry)
+        vm_findings = self.findings[first_vm_finding:]
         for path, entry in self.entries(doc, "vm_extensions"):
             self.cloud_properties("vm_extension", path, entry, partial=True, model_kind="vm_type")
+        self.merged_elsewhere(vm_findings)
         for path, entry in self.entries(doc, "disk_types"):
             if "disk_size" not in entry:
                 self.add(path, "missing disk_size")
@@ -300,6 +303,21 @@ class _Checker:
                 network_names.add(entry["name"])
             self.network(path, entry)
         self.compilation(doc, {e.get("name") for _, e in vm_types}, network_names)
+
+    def merged_elsewhere(self, vm_findings: list[Finding]) -> None:
+        """A vm_type's required key that an AZ or a vm_extension sets (the director merges
+        theirs in) is a warning, not an error: it holds only where those apply."""
+        givers: dict[str, list[str]] = {}
+        for item in self.items:
+            if item.kind in ("az", "vm_extension"):
+                for key in item.properties:
+                    givers.setdefault(str(key), []).append(item.path.rsplit(".cloud_properties", 1)[0])
+        for finding in vm_findings:
+            key = finding.path.rsplit(".", 1)[-1]
+            if finding.problem == "required property missing" and key in givers and \
+                    finding.path.rpartition(".cloud_properties.")[2] == key:
+                finding.severity = "warning"
+                finding.problem += f" (set only by {', '.join(givers[key])}: VMs elsewhere lack it)"
 
     def network(self, path: str, entry: dict) -> None:
         network_type = entry.get("type", "manual")

@@ -246,3 +246,13 @@ def test_openstack_offline_network_types(tmp_path):
     assert found["networks[name=vip].cloud_properties.net_id"] == "unknown property (nothing can be set here)"
     assert found["networks[name=odd].type"].startswith("must be one of manual, dynamic, vip")
     assert SECRET not in result.stdout + result.stderr
+
+
+def test_required_key_set_by_an_extension_is_a_warning(tmp_path):
+    doc = {"vm_types": [{"name": "m5.web", "cloud_properties": {"key_name": "bosh"}}],
+           "vm_extensions": [{"name": "sized", "cloud_properties": {"instance_type": "m5.large"}}]}
+    result = run(doc, aws_offline_config(tmp_path), "--json", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    [warning] = json.loads(result.stdout)["findings"]
+    assert warning["path"] == "vm_types[name=m5.web].cloud_properties.instance_type"
+    assert warning["severity"] == "warning" and "vm_extensions[name=sized]" in warning["problem"]
