@@ -168,6 +168,7 @@ def test_aws_online(moto_account, tmp_path):
     assert found[f"{vm_path}.iam_instance_profile"] == "IAM instance profile 'noprofile' does not exist"
     assert found["azs[name=z1].cloud_properties.availability_zone"].startswith("availability zone 'us-east-1q' does not exist")
     assert moto_env.SECRET_ACCESS_KEY not in result.stdout + result.stderr
+    assert "slim" not in result.stderr  # no warning about the model DescribeKeyPairs needs
 
 
 def test_a_cloud_without_online_checks_says_so():
