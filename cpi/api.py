@@ -11,7 +11,7 @@ from typing import Annotated, Any, Callable
 
 from pydantic import BeforeValidator, Field, StrictInt, StrictStr, StringConstraints, ValidationError, create_model
 
-from cpi import errors
+from cpi import audit, errors
 from cpi.clouds.base import Cloud
 from cpi.config import Config
 from cpi.logs import shown
@@ -66,6 +66,7 @@ def dispatch(call: Call, arguments: list[Any]) -> Any:
     if handler is None:
         raise errors.NotImplemented(f"Must call implemented method: {shown(call.method, 64)} is not a CPI method")
     kwargs = _bind(call.method, handler, arguments)
+    audit.begin(call)
     for name, kind in CID_KINDS.items():
         value = kwargs.get(name)
         if isinstance(value, str) and not possible_cid(value):

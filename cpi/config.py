@@ -14,12 +14,13 @@ override the file for that one call, as the AWS and OpenStack CPIs merge the con
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cpi import strict_json
+from cpi.audit import AuditConfig
 from cpi.backoff import ThrottleConfig
 from cpi.errors import CpiError
 from cpi.models import AgentConfig
@@ -68,6 +69,7 @@ class Config:
     debug: DebugConfig
     throttle: ThrottleConfig
     raw: dict  # the file as read, kept to collect secrets for redaction
+    audit: AuditConfig = field(default_factory=AuditConfig)
 
 
 def read_file(path: str | None) -> dict:
@@ -132,5 +134,9 @@ def build(raw: dict, context: dict | None = None) -> Config:
         throttle = ThrottleConfig.model_validate(file.cloud.properties.get("throttle") or {})
     except ValidationError as exc:
         raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.throttle')}") from None
+    try:
+        audit = AuditConfig.model_validate(file.cloud.properties.get("audit") or {})
+    except ValidationError as exc:
+        raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.audit')}") from None
     return Config(plugin=plugin, cloud_class=cloud_class, properties=properties, agent=agent, debug=debug,
-                  throttle=throttle, raw=raw)
+                  throttle=throttle, raw=raw, audit=audit)

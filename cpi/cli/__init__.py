@@ -9,6 +9,7 @@ import sys
 
 from . import call, demo, props, see, usage
 from . import validate
+from . import audit
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     for command in (demo, call, props, see):
         command.add_parser(sub)
     validate.add_parser(sub)
+    audit.add_parser(sub)
     try:
         from cpi.release.cli import add_parser as add_release_parser
     except ImportError:

@@ -123,7 +123,8 @@ def leftovers(state_dir: Path, keep: set[str] = frozenset()) -> list[str]:
         elif rel.parts:
             found += [str(rel / f) for f in filenames]
         else:
-            found += [f for f in filenames] + [d for d in dirnames if d not in SKELETON]
+            # the audit trail (cpi.audit) is the operator's record, not a leftover
+            found += [f for f in filenames if not f.startswith("audit.log")] + [d for d in dirnames if d not in SKELETON]
     return sorted(set(found))
 
 

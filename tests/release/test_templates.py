@@ -441,3 +441,30 @@ def test_throttle_is_rendered_only_when_set_and_the_cpi_accepts_it(cpi_json, tmp
     assert built.throttle.model_dump(mode="json") == THROTTLE_SAMPLES
     partial = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}, "throttle": {"max_rate": 5}})
     assert partial["cloud"]["properties"]["throttle"] == {"max_rate": 5}
+
+
+AUDIT_SAMPLES = {"enabled": False, "path": "/var/vcap/sys/log/cpi/audit.log", "max_bytes": 1048576, "keep": 3}
+
+
+def test_audit_properties_match_the_audit_model():
+    from cpi.audit import AuditConfig
+
+    spec = job_spec()["properties"]
+    keys = {name.split(".", 1)[1] for name in spec if name.startswith("audit.")}
+    assert keys == set(AuditConfig.model_fields) == set(AUDIT_SAMPLES)
+    for key, field in AuditConfig.model_fields.items():
+        assert "default" not in spec[f"audit.{key}"]  # the model applies them
+        if isinstance(field.default, int) and not isinstance(field.default, bool):
+            assert f"Unset - {field.default}." in spec[f"audit.{key}"]["description"], key
+
+
+def test_audit_is_rendered_only_when_set_and_the_cpi_accepts_it(cpi_json, tmp_path):
+    from cpi import config
+
+    unset = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}})
+    assert "audit" not in unset["cloud"]["properties"]
+    rendered = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}, "audit": AUDIT_SAMPLES})
+    assert rendered["cloud"]["properties"]["audit"] == AUDIT_SAMPLES
+    assert config.build(rendered).audit.model_dump(mode="json") == AUDIT_SAMPLES
+    partial = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}, "audit": {"keep": 2}})
+    assert partial["cloud"]["properties"]["audit"] == {"keep": 2}

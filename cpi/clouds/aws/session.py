@@ -26,7 +26,7 @@ from typing import Any
 from cpi import backoff, retry
 from cpi.errors import CloudError
 
-from . import errors
+from . import audited, errors
 from .props import AwsProperties
 
 log = logging.getLogger("cpi.clouds.aws")
@@ -310,7 +310,7 @@ class Aws:
                 earlier_unsure = earlier_unsure or retry.unsure(errors.classifier, exc)
                 raise
 
-        return retry.call(
+        response = retry.call(
             send,
             classify=errors.classifier(idempotent=idempotent, also=also),
             what=f"{service}:{operation}",
@@ -319,6 +319,8 @@ class Aws:
             # EC2 throttles per account, region and API: so do the CPI processes on this host
             shared=f"aws-{service}-{self.properties.signing_region}-{backoff.endpoint_key(client.meta.endpoint_url)}",
         )
+        audited.after(service, operation, params, response)
+        return response
 
     def ec2(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         return self.call("ec2", operation, **kwargs)

@@ -22,7 +22,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from cpi import agent_env
+from cpi import agent_env, audit
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import CloudError, CpiError, DiskNotAttached, DiskNotFound, NotSupported, VMCreationFailed, VMNotFound
 from cpi.failpoints import reached
@@ -74,6 +74,19 @@ class LocalCloud(Cloud):
     def available(self, offer: str):
         return inventory.available(self.store, offer)
 
+    @staticmethod
+    def audit_path(properties: LocalProperties) -> Path:
+        """The audit trail's default home: the state dir (cpi.audit)."""
+        return Path(properties.state_dir).expanduser() / "audit.log"
+
+    def _audit(self, action: str, kind: str, cid: str, old: Any = None, new: Any = None) -> None:
+        audit.record(action, cid, {"old": old, "new": new}, resource_type=kind)
+
+    def _audit_tags(self, kind: str, cid: str, current: dict[str, str], wanted: dict[str, str]) -> None:
+        changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+        if changed:
+            self._audit("tag", kind, cid, old={k: current.get(k) for k in changed}, new=changed)
+
     def _lock(self, *names: str):
         return locked(self.store.lock_dir, *names, timeout=self.properties.lock_timeout)
 
@@ -93,24 +106,27 @@ class LocalCloud(Cloud):
                 yield
             except BaseException:
                 self.log.info("creating %s failed; removing what it made", cid)
-                self._purge(cid)
+                self._purge(cid, audited=False)
                 raise
             self.store.remove_pending(cid)
 
-    def _purge(self, cid: str, kind: type | None = None) -> bool:
+    def _purge(self, cid: str, kind: type | None = None, audited: bool = True) -> bool:
         """Remove everything under `cid` (its lock held): processes, IPs, files, record,
         pending entry. True if anything was there. `kind` is the one the caller's method
         deletes (delete_disk of a VM's cid must not touch the VM); by default the cid's."""
         kind = kind or self.store.kind_of(cid)
         if kind is not self.store.kind_of(cid):
             return False
+        old = _load_quietly(self.store, kind, cid)
         if kind is VMRecord:
-            found = self._destroy(cid, self.store.load(VMRecord, cid))
+            found = self._destroy(cid, old)
         elif kind is not None:
             found = self.store.remove(kind, cid)
         else:
             found = False
         self.store.remove_pending(cid)
+        if found and audited:
+            self._audit("delete", _KIND_NAMES[kind], cid, old=_summary(old))
         return found
 
     def delete_orphan(self, cid: str) -> None:
@@ -143,6 +159,8 @@ class LocalCloud(Cloud):
         finally:
             if source is not None:
                 source.close()
+        self._audit("create", "stemcell", stemcell_cid,
+                    new={"light": source is None, "sha1": record.sha1, "size": record.size, "tags": record.tags})
         return stemcell_cid
 
     @_then_collect_stale_locks
@@ -188,6 +206,8 @@ class LocalCloud(Cloud):
             if disk_cids:
                 self.log.info("disk locality hint %s: all local disks are reachable", disk_cids)
             self._boot(record, base)
+        self._audit("create", "vm", vm_cid, new={"agent_id": agent_id, "stemcell_cid": stemcell_cid, "ips": record.ips,
+                                                 "pid": record.pid, "cloud_properties": cloud_properties})
         return vm_cid, record.networks
 
     @staticmethod
@@ -211,6 +231,7 @@ class LocalCloud(Cloud):
                 if owner and self.store.load(VMRecord, owner) is None:
                     self.log.info("IP %s was held by %s, which no longer exists: releasing it", ip, owner)
                     self.store.release_ip(ip, owner)
+                    self._audit("release", "ip", ip, old={"vm_cid": owner})
                     owner = None
                 if owner:
                     for done in taken:
@@ -219,6 +240,7 @@ class LocalCloud(Cloud):
                         f"IP {ip} of network '{name}' is already in use by VM {owner}", ok_to_retry=False
                     )
                 self.store.reserve_ip(ip, vm_cid)
+                self._audit("reserve", "ip", ip, new={"vm_cid": vm_cid})
                 taken.append(ip)
         return taken
 
@@ -259,8 +281,10 @@ class LocalCloud(Cloud):
                 disk.vm_cid = None
                 self.store.save(disk)
                 self.log.info("released disk %s", disk_cid)
+                self._audit("detach", "disk", disk_cid, old={"vm_cid": vm_cid, "device": record.disks.get(disk_cid)})
         for ip in sorted(set(self.store.ips_of(vm_cid)) | set(record.ips if record else [])):
             self.store.release_ip(ip, vm_cid)
+            self._audit("release", "ip", ip, old={"vm_cid": vm_cid})
             found = True
         return self.store.remove(VMRecord, vm_cid) or found
 
@@ -288,6 +312,8 @@ class LocalCloud(Cloud):
             found = self._destroy(vm_cid, record)
             if self.store.valid(VMRecord, vm_cid):
                 self.store.remove_pending(vm_cid)
+            if found:
+                self._audit("delete", "vm", vm_cid, old=_summary(record))
             if not found:
                 self.log.info("VM %s not found: nothing to delete", vm_cid)
 
@@ -303,12 +329,15 @@ class LocalCloud(Cloud):
     def reboot_vm(self, vm_cid: str) -> None:
         with self._lock(vm_cid):
             record = self._vm(vm_cid)
+            old = {"pid": record.pid, "boots": record.boots}
             self._stop(vm_cid, record)
             self._boot(record, self.store.dir(VMRecord, vm_cid))
+            self._audit("reboot", "vm", vm_cid, old=old, new={"pid": record.pid, "boots": record.boots})
 
     def set_vm_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
         with self._lock(vm_cid):
             record = self._vm(vm_cid)
+            self._audit_tags("vm", vm_cid, record.metadata, metadata)
             record.metadata.update(metadata)
             self.store.save(record)
 
@@ -332,6 +361,7 @@ class LocalCloud(Cloud):
             _allocate(_create(directory / "disk.img"), size * MIB, preallocate=props.type == "preallocated")
             self.store.save(DiskRecord(disk_cid=disk_cid, size=size, cloud_properties=cloud_properties,
                                        director_uuid=self.context.director_uuid))
+        self._audit("create", "disk", disk_cid, new={"size": size, "type": props.type, "vm_cid": vm_cid})
         return disk_cid
 
     def _disk(self, disk_cid: str) -> DiskRecord:
@@ -366,6 +396,7 @@ class LocalCloud(Cloud):
         _allocate(self.store.dir(DiskRecord, record.disk_cid) / "disk.img", new_size * MIB, preallocate)
         if new_size != record.size:
             self.log.info("grew disk %s from %d to %d MiB", record.disk_cid, record.size, new_size)
+            self._audit("resize", "disk", record.disk_cid, old={"size": record.size}, new={"size": new_size})
         record.size = new_size
         self.store.save(record)
 
@@ -376,6 +407,9 @@ class LocalCloud(Cloud):
         with self._lock(disk_cid):
             record = self._disk(disk_cid)
             self._resize(record, new_size, props.type == "preallocated")
+            if record.cloud_properties != cloud_properties:
+                self._audit("update", "disk", disk_cid, old={"cloud_properties": record.cloud_properties},
+                            new={"cloud_properties": cloud_properties})
             record.cloud_properties = cloud_properties
             self.store.save(record)
         return None
@@ -387,6 +421,8 @@ class LocalCloud(Cloud):
             if disk.vm_cid and disk.vm_cid != vm_cid and self.store.load(VMRecord, disk.vm_cid) is not None:
                 raise CloudError(f"disk '{disk_cid}' is attached to another VM ({disk.vm_cid})")
             hint = vm.disks.get(disk_cid) or {"path": f"/dev/sd{self._free_letter(vm)}"}
+            changed = disk.vm_cid != vm_cid or vm.disks.get(disk_cid) != hint
+            old = {"vm_cid": disk.vm_cid} if disk.vm_cid and disk.vm_cid != vm_cid else None
             # disk record, then VM record, then settings: a retry after a crash finishes the job
             if disk.vm_cid != vm_cid:
                 disk.vm_cid = vm_cid
@@ -395,6 +431,8 @@ class LocalCloud(Cloud):
                 vm.disks[disk_cid] = hint
                 self.store.save(vm)
             self._sync_settings(vm)
+            if changed:
+                self._audit("attach", "disk", disk_cid, old=old, new={"vm_cid": vm_cid, "device": hint})
             return hint
 
     def _free_letter(self, vm: VMRecord) -> str:
@@ -422,12 +460,16 @@ class LocalCloud(Cloud):
             elif disk.vm_cid != vm_cid and disk_cid not in vm.disks:
                 raise DiskNotAttached(f"disk '{disk_cid}' is not attached to VM '{vm_cid}'")
             # VM record and settings first, disk record last (the reverse of attach_disk)
-            if vm.disks.pop(disk_cid, None) is not None:
+            attached = disk is not None and disk.vm_cid == vm_cid
+            hint = vm.disks.pop(disk_cid, None)
+            if hint is not None:
                 self.store.save(vm)
             self._sync_settings(vm)
             if disk is not None and disk.vm_cid == vm_cid:
                 disk.vm_cid = None
                 self.store.save(disk)
+            if attached or hint is not None:
+                self._audit("detach", "disk", disk_cid, old={"vm_cid": vm_cid, "device": hint})
 
     def get_disks(self, vm_cid: str) -> list[str]:
         return list(self._vm(vm_cid).disks)
@@ -435,6 +477,7 @@ class LocalCloud(Cloud):
     def set_disk_metadata(self, disk_cid: str, metadata: dict[str, str]) -> None:
         with self._lock(disk_cid):
             record = self._disk(disk_cid)
+            self._audit_tags("disk", disk_cid, record.metadata, metadata)
             record.metadata.update(metadata)
             self.store.save(record)
 
@@ -448,6 +491,7 @@ class LocalCloud(Cloud):
             _sparse_copy(self.store.dir(DiskRecord, disk_cid) / "disk.img", directory / "disk.img")
             self.store.save(SnapshotRecord(snapshot_cid=snapshot_cid, disk_cid=disk_cid, size=disk.size, metadata=metadata,
                                            director_uuid=self.context.director_uuid))
+        self._audit("create", "snapshot", snapshot_cid, new={"disk_cid": disk_cid})
         return snapshot_cid
 
     @_then_collect_stale_locks
@@ -455,6 +499,33 @@ class LocalCloud(Cloud):
         with self._lock(snapshot_cid):
             if not self._purge(snapshot_cid, SnapshotRecord):
                 self.log.info("snapshot %s not found: nothing to delete", snapshot_cid)
+
+
+# ---------------------------------------------------------------- audit helpers
+
+_KIND_NAMES = {StemcellRecord: "stemcell", VMRecord: "vm", DiskRecord: "disk", SnapshotRecord: "snapshot"}
+#: What a delete's audit line shows of the resource it removed (not its tags: a tag value
+#: a director once sent as a secret is not known as one to a later call's redactor).
+_SUMMARY = {
+    StemcellRecord: {"sha1", "size"},
+    VMRecord: {"agent_id", "stemcell_cid", "ips", "disks"},
+    DiskRecord: {"size", "vm_cid"},
+    SnapshotRecord: {"disk_cid", "size"},
+}
+
+
+def _load_quietly(store: Store, kind: type | None, cid: str):
+    """The record, or None when there is none or it cannot be read (a delete goes on)."""
+    if kind is None:
+        return None
+    try:
+        return store.load(kind, cid)
+    except (OSError, ValueError):
+        return None
+
+
+def _summary(record) -> dict[str, Any] | None:
+    return None if record is None else record.model_dump(include=_SUMMARY[type(record)])
 
 
 # ---------------------------------------------------------------- file helpers

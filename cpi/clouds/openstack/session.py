@@ -30,7 +30,7 @@ from typing import Any
 
 from cpi import backoff, retry
 
-from . import errors
+from . import audited, errors
 from .props import OpenStackProperties
 
 log = logging.getLogger("cpi.clouds.openstack")
@@ -294,8 +294,10 @@ class OpenStack:
             response.after_unknown_outcome = was_unsure
             return response
 
-        return self._call_with_retry(send, what, idempotent=idempotent, budget=budget, also=also, service=service,
-                                     endpoint=self._endpoints[service])
+        answer = self._call_with_retry(send, what, idempotent=idempotent, budget=budget, also=also, service=service,
+                                       endpoint=self._endpoints[service])
+        audited.after(service, method, path, json, answer)
+        return answer
 
     def create(self, service: str, path: str, body: Any, *, key: str,
                find: Callable[[], dict[str, Any] | None] | None, **kwargs: Any) -> dict[str, Any]:
@@ -315,6 +317,7 @@ class OpenStack:
                 raise
             log.warning("%s %s: the last attempt was carried out after all: using what it made (%s)", service,
                         _path_only(path), found.get("id", "?"))
+            audited.after(service, "POST", path, body, found)
             return found
         return result if isinstance(result, dict) else _json(result)[key]
 

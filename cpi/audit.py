@@ -1,0 +1,278 @@
+"""The audit trail: one JSON line per IaaS mutation made by any CPI call.
+
+Each line holds the time (UTC), the call's request_id, director_uuid, CPI method and
+cloud, the action (create, delete, attach, detach, tag, resize, associate, reboot, ...),
+the resource's type and id, and the `changes` in the Salt state shape `{"old", "new"}`.
+
+- The call's context is set once per call (`begin`, from api.dispatch); `record` is a
+  no-op outside a call (a cloud used in-process by a test or a tool that did not `start`).
+- A line is written with one `os.write` to a file opened O_APPEND|O_NOFOLLOW, 0600, under
+  an flock on that file, so any number of parallel CPI processes never tear or interleave
+  a line. A line is at most MAX_LINE bytes: long values are shortened, a write never split.
+- Rotation by size: when a line would take the file past `max_bytes`, the holder of the
+  lock renames audit.log -> .1 -> .2 ... (keeping `keep`); a process that was waiting on
+  the old file sees it was rotated away and opens the new one, so nothing rotates twice.
+- Never a secret: keys that look secret are dropped and every string goes through the
+  call's Redactor (cpi.logs.active).
+- A write that fails never fails the CPI call: it is a warning in the call's log.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import math
+import os
+import stat
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cpi import logs, private
+
+log = logging.getLogger("cpi.audit")
+
+#: The setting that chooses the file, as errors name it.
+PATH_SETTING = "cloud.properties.audit.path"
+FILE_NAME = "audit.log"
+#: The longest line written (bytes, newline included).
+MAX_LINE = 16 * 1024
+#: How long a string may stay in a line, tried in turn until the line fits.
+_STRING_LIMITS = (None, 2048, 512, 128, 32)
+
+
+class AuditConfig(BaseModel):
+    """`cloud.properties.audit` in cpi.json: the trail of every IaaS mutation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="Append one JSON line per IaaS mutation to the audit trail.")
+    path: Path | None = Field(
+        None,
+        description="The audit file (its directory is created 0700 and refused if another user owns it or can "
+        "write to it). Default: `audit.log` in the local cloud's state_dir; for other clouds "
+        "`~/.cache/bosh-cpi/audit/audit.log` in the CPI user's home.",
+    )
+    max_bytes: int = Field(
+        10 * 1024 * 1024, ge=1024, description="Size at which the file is rotated (renamed to .1, .1 to .2, ...)."
+    )
+    keep: int = Field(5, ge=0, le=1000, description="Rotated files kept (audit.log.1 is the newest).")
+
+
+# ---------------------------------------------------------------- the call's context
+
+_context: dict[str, Any] | None = None
+_config: AuditConfig = AuditConfig()
+_path_of: Callable[[], Path] | None = None
+_resolved: Path | None = None
+
+
+def default_path(cfg: Any) -> Path:
+    """Where the trail of a config (cpi.config.Config) goes unless `audit.path` says:
+    the cloud's own private state area when it has one (`audit_path(properties)` on its
+    class: the local cloud's state_dir), else ~/.cache/bosh-cpi/audit."""
+    audit = getattr(cfg, "audit", None)
+    if audit is not None and audit.path is not None:
+        return Path(audit.path).expanduser()
+    own = getattr(cfg.cloud_class, "audit_path", None)
+    if own is not None:
+        return Path(own(cfg.properties))
+    return private.cache_dir("audit", PATH_SETTING) / FILE_NAME
+
+
+def begin(call: Any) -> None:
+    """Set the context of this process's call (an api.Call)."""
+    cfg = call.config
+    start(method=call.method, cloud=cfg.plugin, request_id=call.context.request_id,
+          director_uuid=call.context.director_uuid, config=getattr(cfg, "audit", None) or AuditConfig(),
+          path=lambda: default_path(cfg))
+
+
+def start(*, method: str, cloud: str, request_id: str | None = None, director_uuid: str | None = None,
+          config: AuditConfig | None = None, path: Callable[[], Path] | Path | None = None) -> None:
+    """Set the context by hand (the operator's commands that act through a cloud)."""
+    global _context, _config, _path_of, _resolved
+    _context = {"request_id": request_id, "director_uuid": director_uuid, "method": method, "cloud": cloud}
+    _config = config or AuditConfig()
+    _path_of = (lambda: Path(path)) if isinstance(path, (str, Path)) else path
+    _resolved = None
+
+
+def end() -> None:
+    global _context, _path_of, _resolved
+    _context, _path_of, _resolved = None, None, None
+
+
+def _path() -> Path:
+    global _resolved
+    if _resolved is None:
+        if _path_of is None:
+            raise RuntimeError("no audit path")
+        path = _path_of()
+        if not path.is_absolute():
+            raise ValueError(f"{PATH_SETTING} must be an absolute path, got '{path}'")
+        private.private_dir(path.parent, PATH_SETTING)
+        _resolved = path
+    return _resolved
+
+
+# ---------------------------------------------------------------- writing
+
+
+def record(action: str, resource_id: Any, changes: dict[str, Any] | None = None, **extra: Any) -> None:
+    """Append one line for one mutation. `changes`: {"old": ..., "new": ...} (what is not
+    known is None); `extra`: more fields (resource_type, ...). Never raises."""
+    if _context is None or not _config.enabled:
+        return
+    try:
+        line = _line(action, resource_id, changes or {"old": None, "new": None}, extra)
+        _append(_path(), line, _config.max_bytes, _config.keep)
+    except Exception as exc:  # noqa: BLE001 - an audit write must never fail the CPI call
+        reason = getattr(exc, "message", None) or getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        log.warning("audit: could not record %s of %s in the audit trail: %s", action,
+                    logs.shown(str(resource_id), 80), reason)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _line(action: str, resource_id: Any, changes: dict[str, Any], extra: dict[str, Any]) -> bytes:
+    entry: dict[str, Any] = {"time": now(), **(_context or {}), "action": action}
+    if "resource_type" in extra:
+        entry["resource_type"] = extra.pop("resource_type")
+    entry["resource_id"] = resource_id
+    entry["changes"] = {"old": changes.get("old"), "new": changes.get("new")}
+    entry.update(extra)
+    entry["pid"] = os.getpid()
+    redactor = logs.active if logs.active is not None else logs.Redactor()
+    for limit in _STRING_LIMITS:
+        data = (json.dumps(_clean(entry, redactor, limit), ensure_ascii=True, allow_nan=False) + "\n").encode()
+        if len(data) <= MAX_LINE:
+            return data
+    entry["changes"] = {"old": None, "new": None}
+    entry["truncated"] = True
+    for key in list(extra):
+        entry.pop(key, None)
+    return (json.dumps(_clean(entry, redactor, 32), ensure_ascii=True, allow_nan=False) + "\n").encode()
+
+
+def _clean(value: Any, redactor: logs.Redactor, limit: int | None, depth: int = 0) -> Any:
+    """A JSON-safe copy: secret-looking keys dropped, strings masked (then cut to `limit`)."""
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if depth > 12:
+        return "..."
+    if isinstance(value, dict):
+        cleaned = {}
+        for key, item in value.items():
+            key = str(key)
+            if logs.looks_secret(key):
+                continue
+            cleaned[_text(key, redactor, limit)] = _clean(item, redactor, limit, depth + 1)
+        return cleaned
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+        if limit is not None and len(items) > limit:
+            items = items[:limit] + [f"... ({len(value)} in all)"]
+        return [_clean(item, redactor, limit, depth + 1) for item in items]
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "backslashreplace")
+    return _text(str(value), redactor, limit)
+
+
+def _text(text: str, redactor: logs.Redactor, limit: int | None) -> str:
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")  # no lone surrogates in a line
+    return redactor.text(text, limit=limit)
+
+
+def _append(path: Path, data: bytes, max_bytes: int, keep: int) -> None:
+    for _ in range(20):
+        # O_NONBLOCK: a FIFO planted at the path must not hang the call
+        fd = private.open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(f"{path} is not a regular file")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.lstat(path)
+            except FileNotFoundError:
+                continue  # rotated away while we waited for the lock: open the new one
+            if (current.st_dev, current.st_ino) != (info.st_dev, info.st_ino):
+                continue
+            size = os.fstat(fd).st_size
+            if size and size + len(data) > max_bytes:
+                _rotate(path, keep)
+                continue
+            if stat.S_IMODE(info.st_mode) != 0o600:
+                os.fchmod(fd, 0o600)
+            view = memoryview(data)
+            while view:  # one write; a short one (a full disk) is finished under the same lock
+                written = os.write(fd, view)
+                view = view[written:]
+            return
+        finally:
+            os.close(fd)  # releases the lock
+    raise OSError(f"{path} kept being rotated by other processes")
+
+
+def _rotate(path: Path, keep: int) -> None:
+    """audit.log -> .1 -> .2 ... -> .keep (the oldest dropped). Called with the lock on
+    the current file held; renames never follow a link planted at a rotated name."""
+    if keep <= 0:
+        os.unlink(path)
+        return
+    for index in range(keep - 1, 0, -1):
+        older = Path(f"{path}.{index}")
+        if os.path.lexists(older):
+            os.replace(older, f"{path}.{index + 1}")
+    os.replace(path, f"{path}.1")
+    log.info("audit: rotated %s", path)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def files(path: Path) -> list[Path]:
+    """The trail's files, oldest first: audit.log.N ... audit.log.1, audit.log."""
+    rotated = []
+    directory = path.parent
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    for name in names:
+        suffix = name[len(path.name) + 1:]
+        if name.startswith(path.name + ".") and suffix.isdigit():
+            rotated.append((int(suffix), directory / name))
+    ordered = [p for _, p in sorted(rotated, reverse=True)]
+    if os.path.lexists(path):
+        ordered.append(path)
+    return ordered
+
+
+def read(path: Path) -> Iterator[dict[str, Any]]:
+    """Every entry of the trail, oldest first; a line that is not a JSON object is skipped."""
+    for file in files(path):
+        try:
+            fd = private.open_nofollow(file, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            log.warning("cannot read %s: %s", file, exc.strerror)
+            continue
+        with os.fdopen(fd, "rb") as handle:
+            for raw in handle:
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict):
+                    yield entry

@@ -1,0 +1,274 @@
+"""The audit trail (cpi/audit.py, `cpi audit`): through real bin/cpi processes on the local
+cloud, moto and the loopback OpenStack services."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cpi import audit
+from tests.support.runner import BIN_CPI, DIRECTOR_ENV, ROOT, Cpi, check_envelope
+
+MBUS_PASSWORD = "mbus-pw-Zq81xk"
+CONTEXT_PASSWORD = "ctx-pw-77Hq0r"
+TAG_SECRET = "tag-secret-Lm29sd"
+
+
+def local_config(tmp_path: Path, **audit_settings) -> Path:
+    properties = {"local": {"state_dir": str(tmp_path / "state")},
+                  "agent": {"mbus": f"nats://nats:{MBUS_PASSWORD}@127.0.0.1:4222"}}
+    if audit_settings:
+        properties["audit"] = audit_settings
+    path = tmp_path / f"cpi-{uuid.uuid4().hex[:6]}.json"
+    path.write_text(json.dumps({"cloud": {"plugin": "local", "properties": properties}}))
+    return path
+
+
+def entries(path: Path) -> list[dict]:
+    return list(audit.read(path))
+
+
+def by_request(lines: list[dict], prefix: str) -> list[tuple[str, str, str]]:
+    return [(e["request_id"], e["action"], e["resource_type"]) for e in lines if e["request_id"].startswith(prefix)]
+
+
+def call(cpi: Cpi, request_id: str, method: str, *arguments, **context):
+    return cpi(method, *arguments, context={"request_id": request_id, **context})
+
+
+# ---------------------------------------------------------------- local
+
+
+def test_a_local_lifecycle_leaves_one_line_per_mutation_and_no_secret(tmp_path):
+    config = local_config(tmp_path)
+    cpi = Cpi(config, director_uuid="dir-1")
+    image = tmp_path / "image"
+    image.write_bytes(b"root image\n" * 100)
+    network = {"default": {"type": "manual", "ip": "10.244.9.7", "netmask": "255.255.0.0", "gateway": "10.244.0.1",
+                           "cloud_properties": {}}}
+    sc = call(cpi, "r01", "create_stemcell", str(image), {"name": "s", "version": "1"})
+    vm, _ = call(cpi, "r02", "create_vm", "agent-1", sc, {}, network, [], {}, password=CONTEXT_PASSWORD)
+    disk = call(cpi, "r03", "create_disk", 64, {}, vm)
+    hint = call(cpi, "r04", "attach_disk", vm, disk)
+    call(cpi, "r05", "set_vm_metadata", vm, {"job": "web", "secret_token": TAG_SECRET, "note": CONTEXT_PASSWORD},
+         password=CONTEXT_PASSWORD)
+    snap = call(cpi, "r06", "snapshot_disk", disk, {})
+    call(cpi, "r07", "delete_snapshot", snap)
+    call(cpi, "r08", "resize_disk", disk, 128)
+    call(cpi, "r09", "detach_disk", vm, disk)
+    call(cpi, "r10", "reboot_vm", vm)
+    call(cpi, "r11", "delete_disk", disk)
+    call(cpi, "r12", "delete_vm", vm)
+    call(cpi, "r13", "delete_stemcell", sc)
+    call(cpi, "r14", "delete_vm", vm)  # already gone: no mutation, no line
+
+    trail = tmp_path / "state" / "audit.log"
+    assert stat.S_IMODE(trail.stat().st_mode) == 0o600
+    lines = entries(trail)
+    assert by_request(lines, "r") == [
+        ("r01", "create", "stemcell"),
+        ("r02", "reserve", "ip"), ("r02", "create", "vm"),
+        ("r03", "create", "disk"),
+        ("r04", "attach", "disk"),
+        ("r05", "tag", "vm"),
+        ("r06", "create", "snapshot"),
+        ("r07", "delete", "snapshot"),
+        ("r08", "resize", "disk"),
+        ("r09", "detach", "disk"),
+        ("r10", "reboot", "vm"),
+        ("r11", "delete", "disk"),
+        ("r12", "release", "ip"), ("r12", "delete", "vm"),
+        ("r13", "delete", "stemcell"),
+    ]
+    line = {(e["request_id"], e["action"]): e for e in lines}
+    for e in lines:
+        assert e["director_uuid"] == "dir-1" and e["cloud"] == "local" and e["time"].endswith("Z")
+    assert line["r02", "create"]["method"] == "create_vm" and line["r02", "create"]["resource_id"] == vm
+    assert line["r02", "create"]["changes"]["new"]["ips"] == ["10.244.9.7"]
+    assert line["r04", "attach"]["changes"] == {"old": None, "new": {"vm_cid": vm, "device": hint}}
+    assert line["r09", "detach"]["changes"] == {"old": {"vm_cid": vm, "device": hint}, "new": None}
+    assert line["r08", "resize"]["changes"] == {"old": {"size": 64}, "new": {"size": 128}}
+    assert line["r05", "tag"]["changes"]["new"] == {"job": "web", "note": "<redacted>"}  # secret key dropped
+    assert line["r10", "reboot"]["changes"]["new"]["boots"] == line["r10", "reboot"]["changes"]["old"]["boots"] + 1
+    assert line["r12", "delete"]["changes"]["old"]["agent_id"] == "agent-1"
+    text = trail.read_text()
+    for secret in (MBUS_PASSWORD, CONTEXT_PASSWORD, TAG_SECRET):
+        assert secret not in text
+
+    # `cpi audit` reads it back, filtered
+    out = cli("audit", "--config", str(config), "--request-id", "r04", "--json")
+    assert [json.loads(x)["action"] for x in out.splitlines()] == ["attach"]
+    out = cli("audit", "--config", str(config), "--resource", disk, "--json")
+    assert [json.loads(x)["action"] for x in out.splitlines()] == ["create", "attach", "resize", "detach", "delete"]
+    assert cli("audit", "--config", str(config), "--since", "2099-01-01T00:00Z", "--json") == ""
+    table = cli("audit", "--config", str(config), "--action", "attach", env={"COLUMNS": "250"})
+    assert disk in table and "1 lines" in table
+
+
+def cli(*args: str, env: dict | None = None) -> str:
+    proc = subprocess.run([sys.executable, "-m", "cpi.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **(env or {})}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _spawn(config: Path, method: str, arguments: list, request_id: str) -> subprocess.Popen:
+    request = {"method": method, "arguments": arguments, "context": {"request_id": request_id}, "api_version": 2}
+    proc = subprocess.Popen([str(BIN_CPI), str(config)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=DIRECTOR_ENV, cwd="/")
+    proc.stdin.write(json.dumps(request).encode())
+    proc.stdin.close()
+    return proc
+
+
+def _results(procs: list[subprocess.Popen]) -> list:
+    results = []
+    for proc in procs:
+        doc = json.loads(proc.stdout.read())
+        proc.wait(timeout=120)
+        check_envelope(doc)
+        assert doc["error"] is None, doc
+        results.append(doc["result"])
+    return results
+
+
+def test_32_parallel_processes_rotating_at_a_small_size_tear_no_line(tmp_path):
+    max_bytes = 4096
+    config = local_config(tmp_path, max_bytes=max_bytes, keep=100)
+    disks = _results([_spawn(config, "create_disk", [8, {}], f"p-create-{i}") for i in range(32)])
+    _results([_spawn(config, "delete_disk", [disk], f"p-delete-{i}") for i, disk in enumerate(disks)])
+    trail = tmp_path / "state" / "audit.log"
+    files = audit.files(trail)
+    assert len(files) > 3, "the trail was rotated several times"
+    raw_lines = []
+    for file in files:
+        data = file.read_bytes()
+        assert data.endswith(b"\n")
+        assert len(data) <= max_bytes
+        assert stat.S_IMODE(file.stat().st_mode) == 0o600
+        raw_lines += data.splitlines()
+    parsed = [json.loads(raw) for raw in raw_lines]  # every line whole
+    assert len(parsed) == 64
+    assert sorted(e["request_id"] for e in parsed) == sorted(
+        [f"p-create-{i}" for i in range(32)] + [f"p-delete-{i}" for i in range(32)])
+    created = {e["resource_id"] for e in parsed if e["action"] == "create"}
+    deleted = {e["resource_id"] for e in parsed if e["action"] == "delete"}
+    assert created == deleted == set(disks)
+
+
+def test_rotation_keeps_the_newest_files_and_caps_long_lines(tmp_path):
+    path = tmp_path / "trail" / "audit.log"
+    audit.start(method="test", cloud="local", request_id="rot", config=audit.AuditConfig(path=path, max_bytes=2048, keep=2),
+                path=path)
+    try:
+        for index in range(60):
+            audit.record("create", f"res-{index}", {"old": None, "new": {"index": index}}, resource_type="disk")
+        audit.record("tag", "huge", {"old": None, "new": {"blob": "x" * 100_000, "many": list(range(10_000))}})
+    finally:
+        audit.end()
+    files = audit.files(path)
+    assert [f.name for f in files] == ["audit.log.2", "audit.log.1", "audit.log"]
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    lines = [json.loads(raw) for f in files for raw in f.read_bytes().splitlines()]
+    indexes = [e["changes"]["new"]["index"] for e in lines if e["action"] == "create"]
+    assert indexes == list(range(indexes[0], 60)), "the newest lines, in order, none lost in between"
+    huge = lines[-1]
+    assert huge["resource_id"] == "huge" and len(json.dumps(huge)) < audit.MAX_LINE
+
+
+def test_an_unwritable_audit_path_does_not_fail_the_call(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the audit directory should be\n")
+    cpi = Cpi(local_config(tmp_path, path=str(blocker / "audit.log")))
+    response = cpi.call("create_disk", 8, {}, None)
+    disk = response.result
+    assert "WARNING" in response.log and "audit: could not record create of" in response.log
+    assert cpi("has_disk", disk) is True
+    cpi("delete_disk", disk)
+
+
+# ---------------------------------------------------------------- aws (moto) and openstack
+
+try:
+    from tests.aws.conftest import VM_PROPS, account, ips, moto_server  # noqa: F401 - fixtures
+    from tests.aws import moto_env
+except ImportError:  # moto missing: the aws test skips
+    moto_env = None
+
+
+def test_an_aws_lifecycle_is_audited(request, tmp_path):
+    if moto_env is None:
+        pytest.skip("moto is not installed")
+    account = request.getfixturevalue("account")
+    ips = request.getfixturevalue("ips")
+    trail = tmp_path / "aws-audit" / "audit.log"
+    document = account.config()
+    document["cloud"]["properties"]["audit"] = {"path": str(trail)}
+    config = tmp_path / "aws.json"
+    config.write_text(json.dumps(document))
+    cpi = Cpi(config, director_uuid="dir-aws")
+    sc = call(cpi, "a1", "create_stemcell", "", {"name": moto_env.STEMCELL_NAME, "version": "1.0",
+                                                 "ami": {moto_env.REGION: account.ami_id}})
+    vm, _ = call(cpi, "a2", "create_vm", "agent-aws", sc, VM_PROPS, ips.network(), [], {})
+    disk = call(cpi, "a3", "create_disk", 1024, {}, vm)
+    call(cpi, "a4", "attach_disk", vm, disk)
+    call(cpi, "a5", "detach_disk", vm, disk)
+    call(cpi, "a6", "delete_disk", disk)
+    call(cpi, "a7", "delete_vm", vm)
+    call(cpi, "a8", "delete_stemcell", sc)
+    lines = entries(trail)
+    seen = {(e["request_id"], e["action"], e["resource_id"]) for e in lines}
+    assert ("a2", "create", vm) in seen
+    assert ("a3", "create", disk) in seen
+    assert ("a4", "attach", disk) in seen and ("a5", "detach", disk) in seen
+    assert ("a6", "delete", disk) in seen and ("a7", "delete", vm) in seen
+    attach = next(e for e in lines if e["action"] == "attach")
+    assert attach["changes"]["old"] is None and attach["changes"]["new"]["vm_cid"] == vm
+    assert attach["request"] == "ec2:AttachVolume" and attach["cloud"] == "aws" and attach["director_uuid"] == "dir-aws"
+    assert all(e["request_id"].startswith("a") for e in lines)
+    assert moto_env.SECRET_ACCESS_KEY not in trail.read_text()
+
+
+def test_an_openstack_lifecycle_is_audited(request, tmp_path):
+    from tests.openstack import target as os_target
+
+    cloud = request.getfixturevalue("openstack_cloud")
+    trail = tmp_path / "os-audit" / "audit.log"
+    config = os_target.write_config(tmp_path / "os.json", cloud.env)
+    document = json.loads(config.read_text())
+    document["cloud"]["properties"]["audit"] = {"path": str(trail)}
+    config.write_text(json.dumps(document))
+    cpi = Cpi(config, director_uuid="dir-os")
+    sc = call(cpi, "o1", "create_stemcell", *cloud.stemcell_args())
+    vm, _ = call(cpi, "o2", "create_vm", "agent-os", sc, cloud.vm_cloud_properties(), cloud.dynamic_network(), [], {})
+    disk = call(cpi, "o3", "create_disk", 1024, {}, vm)
+    call(cpi, "o4", "attach_disk", vm, disk)
+    call(cpi, "o5", "detach_disk", vm, disk)
+    call(cpi, "o6", "delete_disk", disk)
+    call(cpi, "o7", "delete_vm", vm)
+    call(cpi, "o8", "delete_stemcell", sc)
+    lines = entries(trail)
+    seen = {(e["request_id"], e["action"], e["resource_id"]) for e in lines}
+    assert ("o2", "create", vm) in seen
+    assert ("o3", "create", disk) in seen
+    assert ("o4", "attach", disk) in seen and ("o5", "detach", disk) in seen
+    assert ("o6", "delete", disk) in seen and ("o7", "delete", vm) in seen
+    attach = next(e for e in lines if e["action"] == "attach")
+    assert attach["changes"]["new"]["vm_cid"] == vm and attach["cloud"] == "openstack"
+    assert cloud.env["password"] not in trail.read_text()
+
+
+@pytest.fixture(scope="module")
+def openstack_cloud(tmp_path_factory):
+    from tests.openstack import target as os_target
+
+    made = os_target.make(tmp_path_factory)
+    yield made
+    made.cleanup()
