@@ -10,6 +10,7 @@ import sys
 from . import call, demo, props, see, usage
 from . import validate
 from . import audit
+from . import orphans
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
         command.add_parser(sub)
     validate.add_parser(sub)
     audit.add_parser(sub)
+    orphans.add_parser(sub)
     try:
         from cpi.release.cli import add_parser as add_release_parser
     except ImportError:

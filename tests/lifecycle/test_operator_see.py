@@ -7,7 +7,7 @@ import json
 import subprocess
 import uuid
 
-from tests.support.runner import ROOT
+from tests.support.runner import ROOT, Cpi
 
 CPI = [str(ROOT / ".venv" / "bin" / "python"), "-m", "cpi.cli"]
 
@@ -83,3 +83,38 @@ def test_a_cloud_without_listing_says_so():
         with pytest.raises(errors.NotImplemented) as err:
             call()
         assert "bare cloud" in err.value.message
+
+
+def test_orphans_finds_what_the_director_forgot_and_deletes_it(target, tmp_path):
+    """Two VMs and a disk of this director; the director knows one VM (as `bosh vms --json`
+    prints it): orphans lists the other VM and the disk, and --delete --yes removes exactly
+    those."""
+    director_uuid = f"director-{uuid.uuid4()}"
+    cpi = Cpi(target.config_path, director_uuid=director_uuid)
+    stemcell_cid = target.cpi("create_stemcell", *target.stemcell_args())
+    made = []
+    try:
+        kept = cpi("create_vm", f"agent-{uuid.uuid4()}", stemcell_cid, target.vm_cloud_properties(),
+                   target.dynamic_network(), [], {})[0]
+        made.append(("delete_vm", kept))
+        lost = cpi("create_vm", f"agent-{uuid.uuid4()}", stemcell_cid, target.vm_cloud_properties(),
+                   target.dynamic_network(), [], {})[0]
+        made.append(("delete_vm", lost))
+        disk = cpi("create_disk", 1024, target.disk_cloud_properties(), None)
+        made.append(("delete_disk", disk))
+        known = tmp_path / "known.json"
+        known.write_text(json.dumps({"Tables": [{"Content": "vms", "Rows": [
+            {"instance": "web/0", "vm_cid": kept, "disk_cids": ""}]}], "Blocks": None, "Lines": []}))
+        listed = cli(target, "orphans", "--director-uuid", director_uuid, "--known", str(known), "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert {(r["kind"], r["cid"]) for r in json.loads(listed.stdout)} == {("vm", lost), ("disk", disk)}
+        deleted = cli(target, "orphans", "--director-uuid", director_uuid, "--known", str(known), "--delete", "--yes")
+        assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+        assert cpi("has_vm", lost) is False and cpi("has_disk", disk) is False
+        assert cpi("has_vm", kept) is True
+        again = cli(target, "orphans", "--director-uuid", director_uuid, "--known", str(known), "--json")
+        assert json.loads(again.stdout) == []
+    finally:
+        for method, cid in made:
+            target.cpi(method, cid)
+        target.cpi("delete_stemcell", stemcell_cid)

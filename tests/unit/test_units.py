@@ -100,3 +100,15 @@ def test_context_overrides_credentials_and_region_but_never_paths():
     assert str(cfg.properties.token_cache_dir) != "/x"
     cfg = config.build({}, {"state_dir": "/tmp/elsewhere", "agent_command": ["/bin/sh"], "faults": []})
     assert str(cfg.properties.state_dir) != "/tmp/elsewhere" and cfg.properties.agent_command is None
+
+
+def test_known_cids_from_every_shape_bosh_cli_prints():
+    from cpi.known import parse
+
+    vms = '{"Tables": [{"Content": "vms", "Rows": [{"instance": "web/0", "vm_cid": "i-1", "disk_cids": "vol-1, vol-2"},' \
+          ' {"instance": "web/1", "vm_cid": "-"}], "Notes": ["i-9"]}], "Blocks": null, "Lines": ["i-8"]}'
+    disks = '{"Tables": [{"Content": "disks", "Rows": [{"disk_cid": "vol-9", "size": "10 GiB"}]}]}'
+    assert parse(vms + "\n" + disks) == {"i-1", "vol-1", "vol-2", "vol-9"}
+    assert parse('["vm-a", "disk-b"]') == {"vm-a", "disk-b"}
+    assert parse("vm-a\n# a comment\n\ndisk-b\n") == {"vm-a", "disk-b"}
+    assert parse("") == set()

@@ -95,7 +95,7 @@ class AwsCloud(Cloud):
     def _disks(self):
         from .disks import Disks
 
-        return Disks(self.aws, self.properties)
+        return Disks(self.aws, self.properties, self.context.director_uuid)
 
     def _stemcells(self):
         from .stemcells import Stemcells

@@ -49,9 +49,10 @@ _CANNOT_MODIFY = ("VolumeModificationRateExceeded", "IncorrectModificationState"
 
 
 class Disks:
-    def __init__(self, aws: Aws, properties: AwsProperties):
+    def __init__(self, aws: Aws, properties: AwsProperties, director_uuid: str | None = None):
         self.aws = aws
         self.properties = properties
+        self.director_uuid = director_uuid  # tagged on what create makes, so `cpi orphans` finds it
 
     # ------------------------------------------------------------ create / delete
 
@@ -77,7 +78,8 @@ class Disks:
             kms = props.kms_key_arn or self.properties.kms_key_arn
             if kms:
                 params["KmsKeyId"] = kms
-        wanted = tags.clean({**props.tags, **({"Name": props.name} if props.name else {})})
+        origin = {"director_uuid": self.director_uuid} if self.director_uuid else {}
+        wanted = tags.clean({**origin, **props.tags, **({"Name": props.name} if props.name else {})})
         specs = tags.specifications(wanted, ("volume",))
         if specs:
             params["TagSpecifications"] = specs

@@ -89,6 +89,8 @@ class Disks:
             "name": props.name or f"volume-{uuid.uuid4()}",
             "description": "BOSH persistent disk",
         }
+        if self.vms.context.director_uuid:  # so `cpi orphans` can tell whose it is
+            volume["metadata"] = {"director_uuid": self.vms.context.director_uuid}
         volume_type = props.type or self.properties.default_volume_type
         if volume_type:
             volume["volume_type"] = volume_type

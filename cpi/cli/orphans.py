@@ -1,0 +1,105 @@
+"""`cpi orphans`: what a director's CPI made that the director no longer knows — VMs a
+killed create_vm left, disks and snapshots nobody deletes — found by the director_uuid
+the CPI tags everything with, and deleted (after confirmation) through bin/cpi, the same
+calls a director would make (so every deletion lands in the audit trail)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cpi import errors, known
+from cpi.inventory import Resource
+
+from .client import Client
+from .cloud import Opened, fail, print_json
+
+#: What is looked at, and the CPI method that deletes each kind, in a safe order (a VM
+#: before the disks it may hold).
+DELETERS = {"vms": "delete_vm", "snapshots": "delete_snapshot", "disks": "delete_disk"}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "orphans", help="find (and delete) what a director's CPI made that the director no longer knows",
+        description="Resources tagged with the director's UUID whose cid the director does not know.",
+        epilog="example: bosh vms --json > known.json; bosh disks --orphaned --json >> known.json; "
+               "cpi orphans --director-uuid $(bosh env --json | jq -r '.Tables[0].Rows[0].uuid') "
+               "--known known.json --config cpi.json",
+    )
+    p.add_argument("--director-uuid", required=True, help="whose resources to look at")
+    p.add_argument("--known", required=True, metavar="FILE",
+                   help="what the director knows: bosh vms/instances/disks --json output, a JSON list of "
+                        "cids, or one cid per line; - for stdin")
+    p.add_argument("--config", help="cpi.json (default: the local cloud with its defaults)")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+    p.add_argument("--delete", action="store_true", help="delete the orphans (asks first)")
+    p.add_argument("--yes", action="store_true", help="with --delete: do not ask")
+    p.set_defaults(func=orphans_command)
+
+
+def find(opened: Opened, director_uuid: str, known_cids: set[str]) -> list[Resource]:
+    """A disk attached to a VM is never an orphan by itself: it is a known VM's, or goes with
+    an orphaned VM (root and ephemeral volumes carry their VM's tags) and is released when
+    that VM is deleted."""
+    found = []
+    for kind in DELETERS:
+        for resource in opened.cloud.inventory(kind):
+            if resource.tags.get("director_uuid") != director_uuid or resource.cid in known_cids:
+                continue
+            if kind == "disks" and resource.details.get("attached_to"):
+                continue
+            found.append(resource)
+    return found
+
+
+def orphans_command(args: argparse.Namespace) -> int:
+    text = sys.stdin.read() if args.known == "-" else Path(args.known).read_text()
+    known_cids = known.parse(text)
+    try:
+        opened = Opened(args.config)
+        found = find(opened, args.director_uuid, known_cids)
+    except errors.BoshError as exc:
+        return fail("orphans", exc)
+    if args.json and not args.delete:
+        print_json(opened.clean([r.wire() for r in found]))
+        return 0
+    _table(opened, found, len(known_cids))
+    if not args.delete or not found:
+        return 0
+    if not args.yes:
+        if not sys.stdin.isatty() or args.known == "-":
+            print("cpi orphans: refusing to delete without --yes (no terminal to ask on)", file=sys.stderr)
+            return 2
+        answer = input(f"Delete these {len(found)} resources? Type 'yes': ")
+        if answer.strip() != "yes":
+            print("nothing deleted")
+            return 1
+    client = Client(Path(args.config).resolve() if args.config else None, echo=False)
+    failed = 0
+    for resource in found:
+        response = client.raw(DELETERS[resource.kind + "s"], resource.cid)
+        if response["error"]:
+            failed += 1
+            print(f"{resource.kind} {resource.cid}: {response['error']['type']}: {response['error']['message']}")
+        else:
+            print(f"deleted {resource.kind} {resource.cid}")
+    return 1 if failed else 0
+
+
+def _table(opened: Opened, found: list[Resource], known_count: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"orphans on the {opened.plugin} cloud: {len(found)} (the director knows {known_count} cids)",
+                  title_justify="left")
+    table.add_column("kind")
+    table.add_column("cid", no_wrap=True)
+    for column in ("state", "age", "agent_id", "deployment", "job"):
+        table.add_column(column, overflow="fold")
+    for resource in found:
+        tags = opened.clean(resource.tags)
+        table.add_row(resource.kind, resource.cid, resource.state, resource.age(),
+                      *(tags.get(c, "") for c in ("agent_id", "deployment", "job")))
+    Console().print(table)
