@@ -272,3 +272,58 @@ def openstack_cloud(tmp_path_factory):
     made = os_target.make(tmp_path_factory)
     yield made
     made.cleanup()
+
+
+# ---------------------------------------------------------------- what each request's line says
+
+
+def test_aws_requests_map_to_actions_and_changes():
+    from cpi.clouds.aws.audited import lines
+
+    assert lines("ModifyVolume", {"VolumeId": "vol-1", "Size": 20},
+                 {"VolumeModification": {"OriginalSize": 10, "TargetSize": 20}}) == [
+        ("resize", "disk", "vol-1", {"size_gib": 10}, {"size_gib": 20})]
+    assert lines("AssociateAddress", {"PublicIp": "1.2.3.4", "InstanceId": "i-1"}, {"AssociationId": "a-1"}) == [
+        ("associate", "address", "1.2.3.4", None, {"vm_cid": "i-1", "association_id": "a-1"})]
+    assert lines("CreateTags", {"Resources": ["i-1", "vol-2"], "Tags": [{"Key": "job", "Value": "web"}]}, {}) == [
+        ("tag", "vm", "i-1", None, {"job": "web"}), ("tag", "disk", "vol-2", None, {"job": "web"})]
+    assert lines("RebootInstances", {"InstanceIds": ["i-1"]}, {})[0][:3] == ("reboot", "vm", "i-1")
+    assert lines("DeregisterImage", {"ImageId": "ami-1"}, {})[0][:3] == ("delete", "stemcell", "ami-1")
+
+
+def test_aws_reads_dry_runs_and_snapshot_blocks_write_no_line(tmp_path, monkeypatch):
+    from cpi.clouds.aws import audited
+
+    seen = []
+    monkeypatch.setattr(audit, "record", lambda *a, **k: seen.append(a))
+    audited.after("ec2", "DescribeInstances", {}, {})
+    audited.after("ebs", "PutSnapshotBlock", {"SnapshotId": "snap-1"}, {})
+    audited.after("ec2", "RunInstances", {"DryRun": True}, {})
+    assert seen == []
+    audited.after("ec2", "TerminateInstances", {"InstanceIds": ["i-1"]}, {})
+    assert seen == [("delete", "i-1", {"old": {"state": None}, "new": {"state": None}})]
+
+
+def test_openstack_requests_map_to_actions_and_changes():
+    from cpi.clouds.openstack.audited import lines
+
+    class Answer:
+        status_code, content = 200, b"x"
+
+        def __init__(self, document):
+            self.document = document
+
+        def json(self):
+            return self.document
+
+    assert lines("POST", "/volumes/v-1/action", {"os-extend": {"new_size": 3}}, Answer({})) == [
+        ("resize", "disk", "v-1", None, {"size_gib": 3})]
+    assert lines("POST", "/servers/s-1/action", {"reboot": {"type": "SOFT"}}, Answer({})) == [
+        ("reboot", "vm", "s-1", None, {"type": "SOFT"})]
+    assert lines("PUT", "/v2.0/floatingips/f-1", {"floatingip": {"port_id": "p-1"}}, Answer({})) == [
+        ("associate", "floating_ip", "f-1", None, {"port_id": "p-1"})]
+    assert lines("POST", "/servers/s-1/metadata", {"metadata": {"job": "web"}}, Answer({})) == [
+        ("tag", "vm", "s-1", None, {"job": "web"})]
+    assert lines("POST", "/snapshots", {"snapshot": {"volume_id": "v-1"}}, Answer({"snapshot": {"id": "sn-1"}})) == [
+        ("create", "snapshot", "sn-1", None, {"disk_cid": "v-1"})]
+    assert lines("DELETE", "/images/i-1", None, Answer({})) == [("delete", "stemcell", "i-1", {"id": "i-1"}, None)]
