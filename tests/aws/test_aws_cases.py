@@ -286,7 +286,7 @@ def test_disk_types_encryption_and_zone(make_cpi, cpi, nitro_vm, ec2):
     assert (volumes[io1]["VolumeType"], volumes[io1]["Iops"], volumes[io1]["Size"]) == ("io1", 500, 10)
     assert volumes[io1]["AvailabilityZone"] == moto_env.ZONE  # the VM's zone
     assert (volumes[gp3]["VolumeType"], volumes[gp3]["Size"]) == ("gp3", 2)
-    assert tags_of(volumes[gp3]) == {"purpose": "db", "Name": "dyn-1"}
+    assert tags_of(volumes[gp3]) == {"purpose": "db", "Name": "dyn-1", "director_uuid": cpi.director_uuid}
     assert volumes[gp3]["Encrypted"] is False
 
     encrypting = make_cpi(encrypted=True, kms_key_arn="arn:aws:kms:us-east-1:123456789012:key/abc",
