@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +42,9 @@ PATH_SETTING = "cloud.properties.audit.path"
 FILE_NAME = "audit.log"
 #: The longest line written (bytes, newline included).
 MAX_LINE = 16 * 1024
+#: Seconds to wait for the file's lock (held for one write at a time): a holder that is
+#: stopped (SIGSTOP) must not hang every CPI call behind it.
+LOCK_TIMEOUT = 5.0
 #: How long a string may stay in a line, tried in turn until the line fits.
 _STRING_LIMITS = (None, 2048, 512, 128, 32)
 
@@ -202,7 +206,7 @@ def _append(path: Path, data: bytes, max_bytes: int, keep: int) -> None:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise OSError(f"{path} is not a regular file")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _lock(fd, path)
             try:
                 current = os.lstat(path)
             except FileNotFoundError:
@@ -223,6 +227,20 @@ def _append(path: Path, data: bytes, max_bytes: int, keep: int) -> None:
         finally:
             os.close(fd)  # releases the lock
     raise OSError(f"{path} kept being rotated by other processes")
+
+
+def _lock(fd: int, path: Path) -> None:
+    deadline = time.monotonic() + LOCK_TIMEOUT
+    delay = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise OSError(f"{path} stayed locked by another process for {LOCK_TIMEOUT:g} s") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
 
 def _rotate(path: Path, keep: int) -> None:

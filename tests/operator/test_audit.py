@@ -327,3 +327,23 @@ def test_openstack_requests_map_to_actions_and_changes():
     assert lines("POST", "/snapshots", {"snapshot": {"volume_id": "v-1"}}, Answer({"snapshot": {"id": "sn-1"}})) == [
         ("create", "snapshot", "sn-1", None, {"disk_cid": "v-1"})]
     assert lines("DELETE", "/images/i-1", None, Answer({})) == [("delete", "stemcell", "i-1", {"id": "i-1"}, None)]
+
+
+def test_a_lock_held_too_long_is_a_warning_not_a_hang(tmp_path, monkeypatch, caplog):
+    import fcntl
+
+    path = tmp_path / "trail" / "audit.log"
+    monkeypatch.setattr(audit, "LOCK_TIMEOUT", 0.2)
+    audit.start(method="test", cloud="local", request_id="lock", path=path)
+    try:
+        audit.record("create", "first")
+        with open(path, "rb") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # a stopped process holding it
+            # a separate open file description: flock conflicts even within one process
+            with caplog.at_level("WARNING", logger="cpi.audit"):
+                audit.record("create", "second")
+        assert "stayed locked by another process" in caplog.text
+        audit.record("create", "third")
+    finally:
+        audit.end()
+    assert [e["resource_id"] for e in audit.read(path)] == ["first", "third"]
