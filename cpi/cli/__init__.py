@@ -11,6 +11,7 @@ from . import call, demo, props, see, usage
 from . import validate
 from . import audit
 from . import orphans
+from . import certify
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_parser(sub)
     audit.add_parser(sub)
     orphans.add_parser(sub)
+    certify.add_parser(sub)
     try:
         from cpi.release.cli import add_parser as add_release_parser
     except ImportError:

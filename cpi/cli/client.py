@@ -17,18 +17,20 @@ BIN_CPI = ROOT / "bin" / "cpi"
 class Client:
     """Spawns bin/cpi once per call with the director's wiped environment."""
 
-    def __init__(self, config: Path | str | None, api_version: int = 2, echo: bool = True):
+    def __init__(self, config: Path | str | None, api_version: int = 2, echo: bool = True,
+                 director_uuid: str = "cpi-cli"):
         # bin/cpi runs from "/" (as a director runs it): a relative path is the caller's,
         # so it is made absolute here, against the caller's working directory.
         self.config = Path(config).absolute() if config else None
         self.api_version = api_version
         self.echo = echo
+        self.director_uuid = director_uuid  # in every request's context: whose the resources are
 
     def raw(self, method: str, *arguments: Any) -> dict:
         request = {
             "method": method,
             "arguments": list(arguments),
-            "context": {"director_uuid": "cpi-cli", "request_id": f"cpi-{os.getpid() % 1000000:06d}",
+            "context": {"director_uuid": self.director_uuid, "request_id": f"cpi-{os.getpid() % 1000000:06d}",
                         "vm": {"stemcell": {"api_version": 2}}},
             "api_version": self.api_version,
         }

@@ -1,0 +1,103 @@
+"""`cpi certify` (#11 part 6) on the local cloud, through the real `cpi` executable: the
+whole scenario passes and leaves nothing; a failing step is reported, exits 1 and still
+leaves nothing; what cleanup cannot delete is reported as left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from cpi.certify import requests_in
+from tests.support.runner import ROOT
+
+KINDS = ("vms", "disks", "snapshots", "stemcells")
+
+
+def certify(tmp_path: Path, *extra: str, faults: list | None = None) -> tuple[subprocess.CompletedProcess, Path]:
+    state = tmp_path / "state"
+    local = {"state_dir": str(state)}
+    if faults:
+        local["faults"] = faults
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": local}}}))
+    image = tmp_path / "image"
+    image.write_bytes(b"root image\n" * 1000)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cpi.cli", "certify", "--config", str(config), "--stemcell", str(image),
+         "--stemcell-properties", json.dumps({"name": "certify-stemcell", "version": "1"}), *extra],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    return proc, state
+
+
+def left_in(state: Path) -> dict[str, list[str]]:
+    return {kind: sorted(p.name for p in (state / kind).iterdir()) for kind in KINDS if (state / kind).is_dir()
+            and any((state / kind).iterdir())}
+
+
+def test_certify_passes_on_the_local_cloud_and_leaves_nothing(tmp_path):
+    proc, state = certify(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "CERTIFIED" in proc.stdout and "NOT CERTIFIED" not in proc.stdout
+    assert "clean" in proc.stdout
+    for step in ("create_stemcell", "create_vm", "attach_disk", "snapshot_disk", "resize_disk", "reboot_vm",
+                 "delete_vm (again)", "delete_stemcell"):
+        assert step in proc.stdout
+    assert left_in(state) == {}
+
+
+def test_certify_json_report(tmp_path):
+    proc, state = certify(tmp_path, "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)  # stdout is only the report: the progress bar is on stderr
+    assert report["ok"] is True and report["clean"] is True and report["leftovers"] == []
+    assert report["cloud"] == "local" and report["director_uuid"].startswith("cpi-certify-")
+    names = [s["name"] for s in report["steps"]]
+    assert names[:3] == ["info", "create_stemcell", "create_vm"] and names[-1] == "delete_stemcell"
+    assert all(s["status"] == "passed" and s["seconds"] >= 0 for s in report["steps"])
+    created = {s["name"]: s["created"] for s in report["steps"] if s["created"]}
+    assert set(created) == {"create_stemcell", "create_vm", "create_disk", "snapshot_disk"}
+    assert created["create_vm"].startswith("vm-") and created["create_disk"].startswith("disk-")
+    assert report["cleanup"] == []  # the scenario deleted everything itself
+    assert left_in(state) == {}
+
+
+def test_a_failing_step_is_reported_and_everything_is_still_cleaned_up(tmp_path):
+    proc, state = certify(tmp_path, "--json", faults=[{"method": "attach_disk", "error": "CloudError"}])
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    status = {s["name"]: s["status"] for s in report["steps"]}
+    failed = [s for s in report["steps"] if s["status"] == "failed"]
+    assert [s["name"] for s in failed] == ["attach_disk"]
+    assert "CloudError" in failed[0]["error"]
+    assert status["has_disk"] == "passed" and status["get_disks"] == "skipped"
+    assert report["ok"] is False and report["clean"] is True
+    assert [(c["kind"], c["status"]) for c in report["cleanup"]] == [
+        ("vm", "deleted"), ("disk", "deleted"), ("stemcell", "deleted")]
+    assert left_in(state) == {}
+
+
+def test_the_table_names_the_failing_step(tmp_path):
+    proc, state = certify(tmp_path, faults=[{"method": "resize_disk", "error": "CloudError"}])
+    assert proc.returncode == 1
+    assert "NOT CERTIFIED" in proc.stdout and "injected fault" in proc.stdout
+    assert "clean" in proc.stdout
+    assert left_in(state) == {}
+
+
+def test_what_cleanup_cannot_delete_is_reported_left_behind(tmp_path):
+    proc, state = certify(tmp_path, "--json", faults=[{"method": "delete_disk", "error": "CloudError"}])
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["clean"] is False
+    disk = next(s["created"] for s in report["steps"] if s["name"] == "create_disk")
+    assert [(left["kind"], left["cid"]) for left in report["leftovers"]] == [("disk", disk)]
+    assert left_in(state) == {"disks": [disk]}
+
+
+def test_requests_are_read_from_the_clouds_log_summary():
+    assert requests_in("INFO cpi: 7 AWS requests (DescribeInstances 2, RunInstances 1)\n") == 7
+    assert requests_in("INFO 1 OpenStack request (compute 1)") == 1
+    assert requests_in("nothing counted here") is None
