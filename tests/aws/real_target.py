@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests.aws.target import AwsTarget
+from tests.support.config_files import read_json
 
 ENV = "CPI_LIFECYCLE_AWS_CONFIG"
 
@@ -72,12 +73,7 @@ class LifecycleConfigError(ValueError):
 def load(path: Path) -> tuple[dict, dict]:
     """(the cpi.json to run, the lifecycle's inputs) from either shape of the file."""
     where = f"{ENV}={path}"
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise LifecycleConfigError(f"{where}: cannot read it: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise LifecycleConfigError(f"{where}: not JSON: {exc}") from None
+    doc = read_json(path, where, LifecycleConfigError)
     if not isinstance(doc, dict) or not ("cpi" in doc or "cloud" in doc):
         raise LifecycleConfigError(
             f"{where}: expected a cpi.json ({{\"cloud\": {{\"plugin\": \"aws\", ...}}}}) or "

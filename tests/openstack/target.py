@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 
 from tests.lifecycle.targets import Target
+from tests.support.config_files import read_json
 from tests.openstack import services
 
 ENV = "CPI_LIFECYCLE_OPENSTACK_CONFIG"
@@ -263,12 +264,7 @@ def _dig(doc: dict[str, Any], dotted: str) -> Any:
 def load(path: Path) -> dict[str, Any]:
     """The cloud description (setup.sh's shape) from either shape of the file."""
     where = f"{ENV}={path}"
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise LifecycleConfigError(f"{where}: cannot read it: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise LifecycleConfigError(f"{where}: not JSON: {exc}") from None
+    doc = read_json(path, where, LifecycleConfigError)
     if not isinstance(doc, dict):
         raise LifecycleConfigError(f"{where}: expected a JSON object")
     if "cloud" in doc:
