@@ -24,8 +24,9 @@ def test_certify_passes_on_moto_and_leaves_nothing(account, ec2, config_path):
          "--disk-type", json.dumps({"type": "gp3"}), "--network", json.dumps(network), "--json"],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
+    assert proc.returncode == 0, (proc.stderr, [s for s in report["steps"] if s["status"] == "failed"],
+                                  report["cleanup"], report["leftovers"])
     assert report["ok"] is True and report["clean"] is True and report["cloud"] == "aws"
     steps = {s["name"]: s for s in report["steps"]}
     assert steps["create_vm"]["created"].startswith("i-")

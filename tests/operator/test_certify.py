@@ -101,3 +101,35 @@ def test_requests_are_read_from_the_clouds_log_summary():
     assert requests_in("INFO cpi: 7 AWS requests (DescribeInstances 2, RunInstances 1)\n") == 7
     assert requests_in("INFO 1 OpenStack request (compute 1)") == 1
     assert requests_in("nothing counted here") is None
+
+
+def test_ctrl_c_still_cleans_up_everything(tmp_path):
+    """SIGINT while a step runs (create_disk, held up by a delay fault): the report says
+    interrupted, exit 1, and what the run had made is deleted."""
+    import signal
+    import time
+
+    state = tmp_path / "state"
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {
+        "state_dir": str(state), "faults": [{"method": "create_disk", "delay": 4}]}}}}))
+    image = tmp_path / "image"
+    image.write_bytes(b"root image\n" * 1000)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpi.cli", "certify", "--config", str(config), "--stemcell", str(image),
+         "--stemcell-properties", json.dumps({"name": "certify-stemcell", "version": "1"}), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    deadline = time.monotonic() + 60
+    while not (state / "vms").is_dir() or not any((state / "vms").iterdir()):
+        assert time.monotonic() < deadline and proc.poll() is None, "no VM was created"
+        time.sleep(0.05)
+    time.sleep(1.5)  # in create_disk's delay by now
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out + err
+    report = json.loads(out)
+    assert report["interrupted"] is True and report["ok"] is False and report["clean"] is True
+    assert [s["error"] for s in report["steps"] if s["status"] == "failed"] == ["interrupted (Ctrl-C)"]
+    assert {c["kind"] for c in report["cleanup"]} >= {"vm", "stemcell"}
+    assert left_in(state) == {}
