@@ -16,6 +16,7 @@ from cpi.certify import Certify, Report, Step
 from .client import Client
 from .cloud import Opened, fail, print_json
 from .orphans import find
+from .usage import Formatter
 
 DEFAULT_NETWORKS = {"default": {"type": "dynamic", "cloud_properties": {}}}
 
@@ -23,14 +24,19 @@ DEFAULT_NETWORKS = {"default": {"type": "dynamic", "cloud_properties": {}}}
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "certify", help="run the whole lifecycle against a cloud account, then clean up everything it made",
-        description="What a director does to a CPI, step by step through bin/cpi (info, create_stemcell, "
-                    "create_vm, disks, snapshots, resize, reboot, deletes), timed, with the IaaS requests "
-                    "each step made; everything the run made is deleted afterwards whatever happens, and "
+        description="What a director does to a CPI, step by step through bin/cpi (info, create_stemcell,\n"
+                    "create_vm, disks, snapshots, resize, reboot, deletes), timed, with the IaaS requests\n"
+                    "each step made. Everything the run made is deleted afterwards whatever happens, and\n"
                     "checked gone. Exit status 0 only when every step passed and nothing is left.",
-        epilog="example: cpi certify --config cpi.json --stemcell \"\" "
-               "--stemcell-properties '{\"name\": \"bosh-aws-xen-hvm-ubuntu-jammy-go_agent\", \"version\": \"1\", "
-               "\"ami\": {\"eu-west-1\": \"ami-0abc\"}}' --vm-type '{\"instance_type\": \"t3.small\"}' "
-               "--network '{\"default\": {\"type\": \"dynamic\", \"cloud_properties\": {\"subnet\": \"subnet-0abc\"}}}'",
+        formatter_class=Formatter,
+        epilog="examples:\n"
+               "  cpi certify --stemcell /etc/hostname --stemcell-properties '{\"name\": \"s\", \"version\": \"1\"}'"
+               "   # the local cloud\n"
+               "  cpi certify --config cpi.json --stemcell \"\" \\\n"
+               "    --stemcell-properties '{\"name\": \"bosh-aws-xen-hvm-ubuntu-jammy-go_agent\", \"version\": \"1\", "
+               "\"ami\": {\"eu-west-1\": \"ami-0abc\"}}' \\\n"
+               "    --vm-type '{\"instance_type\": \"t3.small\"}' \\\n"
+               "    --network '{\"default\": {\"type\": \"dynamic\", \"cloud_properties\": {\"subnet\": \"subnet-0abc\"}}}'",
     )
     p.add_argument("--config", help="cpi.json (default: the local cloud with its defaults)")
     p.add_argument("--stemcell", required=True, metavar="IMAGE_PATH",
