@@ -132,7 +132,9 @@ class Disks:
                 snapshots = self.api.get(SERVICE, f"/snapshots?volume_id={_quote(disk_cid)}")["snapshots"]
                 return any(s.get("status") == "deleting" for s in snapshots)
             volume = self.volume(disk_cid)
-            return volume is not None and volume.get("status") in ("detaching", "deleting", "creating", "attaching")
+            # gone by now: the 400 was answered while an earlier attempt (whose answer was
+            # lost) was deleting it; sending again gets the 404 that means done
+            return volume is None or volume.get("status") in ("detaching", "deleting", "creating", "attaching")
 
         try:
             response = self.api.request(SERVICE, "DELETE", f"/volumes/{_quote(disk_cid)}", ok=(404,), also=busy,
