@@ -104,6 +104,14 @@ def _overrides(plugin: str, cloud_class: type, context: dict) -> dict:
     return overrides
 
 
+def _section(model: type[BaseModel], data: dict, name: str) -> Any:
+    """`cloud.properties.<name>` validated, or a CpiError naming each bad field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise CpiError(f"invalid config: {describe(exc, f'cloud.properties.{name}')}") from None
+
+
 def build(raw: dict, context: dict | None = None) -> Config:
     """Validate `raw` for its plugin, with `context` overrides applied."""
     from cpi.clouds import load_cloud
@@ -118,25 +126,11 @@ def build(raw: dict, context: dict | None = None) -> Config:
     if not isinstance(section, dict):
         raise CpiError(f"invalid config: cloud.properties.{plugin} must be an object")
     overrides = _overrides(plugin, cloud_class, context or {})
-    try:
-        properties = cloud_class.Properties.model_validate({**section, **overrides})
-    except ValidationError as exc:
-        raise CpiError(f"invalid config: {describe(exc, f'cloud.properties.{plugin}')}") from None
-    try:
-        agent = AgentConfig.model_validate(file.cloud.properties.get("agent") or {})
-    except ValidationError as exc:
-        raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.agent')}") from None
-    try:
-        debug = DebugConfig.model_validate(file.cloud.properties.get("debug") or {})
-    except ValidationError as exc:
-        raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.debug')}") from None
-    try:
-        throttle = ThrottleConfig.model_validate(file.cloud.properties.get("throttle") or {})
-    except ValidationError as exc:
-        raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.throttle')}") from None
-    try:
-        audit = AuditConfig.model_validate(file.cloud.properties.get("audit") or {})
-    except ValidationError as exc:
-        raise CpiError(f"invalid config: {describe(exc, 'cloud.properties.audit')}") from None
+    properties = _section(cloud_class.Properties, {**section, **overrides}, plugin)
+    sections = file.cloud.properties
+    agent = _section(AgentConfig, sections.get("agent") or {}, "agent")
+    debug = _section(DebugConfig, sections.get("debug") or {}, "debug")
+    throttle = _section(ThrottleConfig, sections.get("throttle") or {}, "throttle")
+    audit = _section(AuditConfig, sections.get("audit") or {}, "audit")
     return Config(plugin=plugin, cloud_class=cloud_class, properties=properties, agent=agent, debug=debug,
                   throttle=throttle, raw=raw, audit=audit)
