@@ -15,13 +15,15 @@ Not-found contract, the same for every cloud (see README "Deleting what is gone"
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
 from cpi.errors import NotImplemented as CpiNotImplemented
-from cpi.inventory import Offer, Resource
 from cpi.models import AgentConfig, CallContext, Network, VMResources
+
+if TYPE_CHECKING:  # the operator's shapes: not on the start-up path of bin/cpi
+    from cpi.inventory import Offer, Resource
 
 DiskHint = str | dict[str, Any]
 

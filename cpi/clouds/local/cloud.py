@@ -32,7 +32,7 @@ from cpi.private import open_nofollow
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import faults, inventory, orphans, process
+from . import faults, orphans, process
 from .props import DiskCloudProperties, LocalProperties, VMCloudProperties
 from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord, canonical_ip
 
@@ -69,9 +69,13 @@ class LocalCloud(Cloud):
         self.store = Store(properties.state_dir)
 
     def inventory(self, kind: str):
+        from . import inventory  # the operator's side: not on bin/cpi's start-up path
+
         return inventory.inventory(self.store, kind)
 
     def available(self, offer: str):
+        from . import inventory
+
         return inventory.available(self.store, offer)
 
     @staticmethod
