@@ -134,7 +134,7 @@ class Disks:
             volume = self.volume(disk_cid)
             # gone by now: the 400 was answered while an earlier attempt (whose answer was
             # lost) was deleting it; sending again gets the 404 that means done
-            return volume is None or volume.get("status") in ("detaching", "deleting", "creating", "attaching")
+            return volume is None or volume.get("status") in ("detaching", "deleting", "deleted", "creating", "attaching")
 
         try:
             response = self.api.request(SERVICE, "DELETE", f"/volumes/{_quote(disk_cid)}", ok=(404,), also=busy,
