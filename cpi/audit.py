@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cpi import logs, private
+from cpi import logs, plan, private
 
 log = logging.getLogger("cpi.audit")
 
@@ -129,11 +129,19 @@ def _path() -> Path:
 
 def record(action: str, resource_id: Any, changes: dict[str, Any] | None = None, **extra: Any) -> None:
     """Append one line for one mutation. `changes`: {"old": ..., "new": ...} (what is not
-    known is None); `extra`: more fields (resource_type, ...). Never raises."""
+    known is None); `extra`: more fields (resource_type, ...). Never raises.
+
+    In plan mode (cpi.plan) the line goes to the plan instead: it is what the real call
+    would have written."""
+    changes = changes or {"old": None, "new": None}
+    if plan.active is not None:
+        redactor = logs.active if logs.active is not None else logs.Redactor()
+        plan.active.mutation(_clean(_entry(action, resource_id, changes, dict(extra)), redactor, None))
+        return
     if _context is None or not _config.enabled:
         return
     try:
-        line = _line(action, resource_id, changes or {"old": None, "new": None}, extra)
+        line = _line(action, resource_id, changes, extra)
         _append(_path(), line, _config.max_bytes, _config.keep)
     except Exception as exc:  # noqa: BLE001 - an audit write must never fail the CPI call
         reason = getattr(exc, "message", None) or getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
@@ -145,13 +153,18 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _line(action: str, resource_id: Any, changes: dict[str, Any], extra: dict[str, Any]) -> bytes:
+def _entry(action: str, resource_id: Any, changes: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     entry: dict[str, Any] = {"time": now(), **(_context or {}), "action": action}
     if "resource_type" in extra:
         entry["resource_type"] = extra.pop("resource_type")
     entry["resource_id"] = resource_id
     entry["changes"] = {"old": changes.get("old"), "new": changes.get("new")}
     entry.update(extra)
+    return entry
+
+
+def _line(action: str, resource_id: Any, changes: dict[str, Any], extra: dict[str, Any]) -> bytes:
+    entry = _entry(action, resource_id, changes, extra)
     entry["pid"] = os.getpid()
     redactor = logs.active if logs.active is not None else logs.Redactor()
     for limit in _STRING_LIMITS:

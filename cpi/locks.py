@@ -77,6 +77,23 @@ def try_locked(lock_dir: Path, name: str) -> Iterator[bool]:
             _release(path, fd)
 
 
+def held(lock_dir: Path, name: str) -> bool:
+    """Whether someone holds the lock, found without creating or removing anything (a plan,
+    cpi.plan, writes nothing): a missing lock file is a free lock, its holder unlinks it."""
+    path = lock_path(Path(lock_dir), name)
+    try:
+        fd = open_nofollow(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def collect_stale(lock_dir: Path) -> None:
     """Remove the lock files of processes killed while they held them."""
     try:

@@ -15,6 +15,7 @@ by `wait_resource_poll_interval` (cpi/clouds/openstack/waits.py).
   instance that terminated, or a server that went ERROR, while starting).
 - Every change of state is logged with the time it took, so a slow call's log shows where
   the time went; a look that finds the resource already done logs only "done".
+- In plan mode (cpi.plan) nothing is waited for: the plan notes the wait.
 - The wait gives up rather than sleep past `timeout`, with a WaitTimeout (ok_to_retry)
   that names the resource, the state it was stuck in and, given `setting`, the config
   property that bounds it.
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from cpi import plan
 from cpi.errors import CloudError
 
 T = TypeVar("T")
@@ -84,6 +86,10 @@ def until(
     schedule's first pause."""
     if log is None:
         log = logging.getLogger(sys._getframe(1).f_globals.get("__name__", __name__))
+    if plan.active is not None:  # a plan changes nothing, so there is nothing to wait for
+        plan.active.wait(what, timeout)
+        log.info("plan: the call would wait for %s (at most %.0fs)", what, timeout)
+        return None
     started = clock()
     delays = schedule.delays()
     looks = 0

@@ -12,6 +12,7 @@ from . import validate
 from . import audit
 from . import orphans
 from . import certify
+from . import plan
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     audit.add_parser(sub)
     orphans.add_parser(sub)
     certify.add_parser(sub)
+    plan.add_parser(sub)
     try:
         from cpi.release.cli import add_parser as add_release_parser
     except ImportError:

@@ -94,13 +94,14 @@ def audit_command(args: argparse.Namespace) -> int:
         changes = entry.get("changes") or {}
         cells = [str(entry.get(k) or "") for k in ("time", "request_id", "method", "action", "resource_type",
                                                    "resource_id")]
-        cells += [_short(changes.get("old")), _short(changes.get("new"))]
+        cells += [short(changes.get("old")), short(changes.get("new"))]
         table.add_row(*(Text(cell) for cell in cells))  # Text: a "[...]" in a value is not markup
     Console().print(table)
     return 0
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
+    """A value as one JSON line of at most 120 characters, for a table cell."""
     if value is None:
         return ""
     text = json.dumps(value, separators=(",", ":"))

@@ -27,14 +27,19 @@ class Opened:
         self.cloud = cfg.cloud_class(cfg.properties, cfg.agent, CallContext(request_id="cpi-cli"))
 
     def clean(self, value: Any) -> Any:
-        """`value` with every known secret masked (for printing only; the IaaS is untouched)."""
-        if isinstance(value, str):
-            return self.redactor.text(value)
-        if isinstance(value, dict):
-            return {self.clean(k): self.clean(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.clean(v) for v in value]
-        return value
+        return masked(value, self.redactor)
+
+
+def masked(value: Any, redactor: Redactor) -> Any:
+    """`value` with every known secret masked (for printing only; the IaaS is untouched and
+    the wire's results are never altered)."""
+    if isinstance(value, str):
+        return redactor.text(value)
+    if isinstance(value, dict):
+        return {masked(k, redactor): masked(v, redactor) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked(v, redactor) for v in value]
+    return value
 
 
 def fail(command: str, exc: errors.BoshError) -> int:

@@ -31,6 +31,7 @@ EXAMPLES: list[tuple[str, str]] = [
     ("orphans", "cpi orphans --config cpi.json --director-uuid UUID --known known.json"),
     ("audit", "cpi audit --config cpi.json --since 2h         # every IaaS change, old and new"),
     ("validate", "cpi validate cloud-config.yml --config cpi.json --online"),
+    ("plan", "cpi plan create_disk 10240 '{\"type\": \"gp3\"}' --config cpi.json  # changes nothing"),
     ("certify", "cpi certify --config cpi.json --stemcell IMAGE --stemcell-properties '{...}'"),
     ("props", "cpi props aws                                  # every aws property and cloud_property"),
     ("release", "cpi release build                              # the BOSH release, from any directory"),

@@ -83,6 +83,7 @@ class Seen(NamedTuple):
     method: str
     path: str
     status: int | None
+    dry_run: bool = False  # an EC2 request with DryRun=true (it changes nothing)
 
 
 class FaultProxy:
@@ -222,7 +223,8 @@ class FaultProxy:
                 self.stats[kind] += 1
                 if kind in ("throttle", "overlimit"):
                     self.stats["throttled"] += 1
-            self.seen.append(Seen(action, handler.command, urllib.parse.urlsplit(handler.path).path, status))
+            self.seen.append(Seen(action, handler.command, urllib.parse.urlsplit(handler.path).path, status,
+                                  self.flavor == "aws" and b"DryRun=true" in body))
         if status is None or kind == "lost":
             handler.close_connection = True
             with contextlib.suppress(OSError):  # ENOTCONN: the client is gone already, as a drop wants

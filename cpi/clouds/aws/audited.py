@@ -113,9 +113,13 @@ def lines(operation: str, params: dict[str, Any], response: dict[str, Any]) -> l
     return [(operation, "resource", resource, None, {k: v for k, v in p.items() if k != "DryRun"})]
 
 
+def read_only(operation: str) -> bool:
+    return operation.startswith(READ_ONLY)
+
+
 def after(service: str, operation: str, params: dict[str, Any], response: Any) -> None:
     """Called with each request that succeeded: a line per mutation it made."""
-    if operation.startswith(READ_ONLY) or operation in SKIPPED or params.get("DryRun"):
+    if read_only(operation) or operation in SKIPPED or params.get("DryRun"):
         return
     try:
         made = lines(operation, params, response)

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from cpi import backoff, retry
+from cpi import backoff, plan, retry
 from cpi.errors import CloudError
 
 from . import audited, errors
@@ -287,15 +287,14 @@ class Aws:
         return self._send(client, service, operation, params, idempotent=idempotent, budget=budget, also=also)
 
     def _send(self, client, service, operation, params, *, idempotent, budget, also):
-        from botocore import xform_name
+        method = self._method(client, service, operation)
+        if plan.active is not None:  # `cpi plan`: reads go out, mutations are only described
+            if audited.read_only(operation):
+                plan.active.read(f"{service}:{operation}", params)
+            else:
+                from . import planned
 
-        name = xform_name(operation)
-        method = getattr(client, name, None)
-        if method is None:
-            # not in the slim model (a gap in slim.OPERATIONS); AttributeError if botocore
-            # does not know it either
-            full = client if service in self._full_model_services else self._full_model_client(service)
-            method = getattr(full, name)
+                return planned.send(self, client, method, service, operation, params)
         earlier_unsure = False
 
         def send() -> dict[str, Any]:
@@ -310,7 +309,26 @@ class Aws:
                 earlier_unsure = earlier_unsure or retry.unsure(errors.classifier, exc)
                 raise
 
-        response = retry.call(
+        response = self.retrying(send, client, service, operation, idempotent=idempotent, budget=budget, also=also)
+        audited.after(service, operation, params, response)
+        return response
+
+    def _method(self, client, service: str, operation: str):
+        from botocore import xform_name
+
+        name = xform_name(operation)
+        method = getattr(client, name, None)
+        if method is None:
+            # not in the slim model (a gap in slim.OPERATIONS); AttributeError if botocore
+            # does not know it either
+            full = client if service in self._full_model_services else self._full_model_client(service)
+            method = getattr(full, name)
+        return method
+
+    def retrying(self, send: Callable[[], Any], client, service: str, operation: str, *, idempotent: bool,
+                 budget: float | None = None, also: Callable[[str], bool] | None = None) -> Any:
+        """`send()` under cpi.retry, with this account's retry settings and shared backoff."""
+        return retry.call(
             send,
             classify=errors.classifier(idempotent=idempotent, also=also),
             what=f"{service}:{operation}",
@@ -319,8 +337,6 @@ class Aws:
             # EC2 throttles per account, region and API: so do the CPI processes on this host
             shared=f"aws-{service}-{self.properties.signing_region}-{backoff.endpoint_key(client.meta.endpoint_url)}",
         )
-        audited.after(service, operation, params, response)
-        return response
 
     def ec2(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         return self.call("ec2", operation, **kwargs)

@@ -22,7 +22,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from cpi import agent_env, audit
+from cpi import agent_env, audit, plan
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import CloudError, CpiError, DiskNotAttached, DiskNotFound, NotSupported, VMCreationFailed, VMNotFound
 from cpi.failpoints import reached
@@ -50,7 +50,8 @@ def _then_collect_stale_locks(method):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         result = method(self, *args, **kwargs)
-        collect_stale(self.store.lock_dir)
+        if plan.active is None:
+            collect_stale(self.store.lock_dir)
         return result
 
     return wrapper
@@ -66,7 +67,19 @@ class LocalCloud(Cloud):
 
     def __init__(self, properties, agent, context):
         super().__init__(properties, agent, context)
-        self.store = Store(properties.state_dir)
+        if plan.active is not None:
+            from .planned import PlannedStore
+
+            self.store: Store = PlannedStore(properties.state_dir, plan.active)
+        else:
+            self.store = Store(properties.state_dir)
+
+    def _effect(self, what: str) -> bool:
+        """Whether to do file or process work now: in plan mode (cpi.plan) it is only logged."""
+        if plan.active is None:
+            return True
+        self.log.info("plan: the call would %s", what)
+        return False
 
     def inventory(self, kind: str):
         from . import inventory  # the operator's side: not on bin/cpi's start-up path
@@ -92,10 +105,12 @@ class LocalCloud(Cloud):
             self._audit("tag", kind, cid, old={k: current.get(k) for k in changed}, new=changed)
 
     def _lock(self, *names: str):
+        if plan.active is not None:  # a plan writes nothing, lock files included: it reads what is there
+            return contextlib.nullcontext()
         return locked(self.store.lock_dir, *names, timeout=self.properties.lock_timeout)
 
     def before_call(self, method: str) -> None:
-        if self.properties.faults:
+        if self.properties.faults and plan.active is None:  # a plan uses up no injected fault
             faults.apply(self.properties.faults, method, self.store.root, self.store.lock_dir)
 
     @contextlib.contextmanager
@@ -155,7 +170,8 @@ class LocalCloud(Cloud):
                 directory = self.store.make_dir(StemcellRecord, stemcell_cid)
                 if source is not None:
                     record.image = "image"
-                    record.sha1, record.size = _copy_with_sha1(source, directory / "image")
+                    record.sha1, record.size = _copy_with_sha1(
+                        source, directory / "image" if self._effect("copy the stemcell image") else None)
                     self.log.info("copied stemcell image %s (%d bytes, sha1 %s)", image_path, record.size, record.sha1)
                 else:
                     self.log.info("light stemcell: no image to copy")
@@ -196,7 +212,8 @@ class LocalCloud(Cloud):
             self.store.save(record)
             ephemeral = None
             if props.ephemeral_disk and props.ephemeral_disk.size > 0:
-                _allocate(_create(base / "ephemeral.img"), props.ephemeral_disk.size * MIB, preallocate=False)
+                if self._effect(f"allocate a {props.ephemeral_disk.size} MiB ephemeral disk"):
+                    _allocate(_create(base / "ephemeral.img"), props.ephemeral_disk.size * MIB, preallocate=False)
                 ephemeral = "/dev/sdb"
             settings = agent_env.settings(
                 agent_id=agent_id,
@@ -206,10 +223,12 @@ class LocalCloud(Cloud):
                 env=env,
                 ephemeral_disk=ephemeral,
             )
-            self._write_agent_files(base, settings)
+            if self._effect("write the agent's settings"):
+                self._write_agent_files(base, settings)
             if disk_cids:
                 self.log.info("disk locality hint %s: all local disks are reachable", disk_cids)
-            self._boot(record, base)
+            if self._effect("start the VM's process"):
+                self._boot(record, base)
         self._audit("create", "vm", vm_cid, new={"agent_id": agent_id, "stemcell_cid": stemcell_cid, "ips": record.ips,
                                                  "pid": record.pid, "cloud_properties": cloud_properties})
         return vm_cid, record.networks
@@ -268,6 +287,8 @@ class LocalCloud(Cloud):
         self.log.info("VM %s running as pid %d", record.vm_cid, record.pid)
 
     def _stop(self, vm_cid: str, record: VMRecord | None) -> None:
+        if not self._effect(f"stop the processes of VM {vm_cid}"):
+            return
         pid, pid_start = (record.pid, record.pid_start) if record else (None, None)
         process.stop(pid, pid_start, str(self.store.dir(VMRecord, vm_cid)))
 
@@ -335,7 +356,10 @@ class LocalCloud(Cloud):
             record = self._vm(vm_cid)
             old = {"pid": record.pid, "boots": record.boots}
             self._stop(vm_cid, record)
-            self._boot(record, self.store.dir(VMRecord, vm_cid))
+            if self._effect("start the VM's process again"):
+                self._boot(record, self.store.dir(VMRecord, vm_cid))
+            else:
+                record.pid, record.boots = None, record.boots + 1  # what only the new process can tell: open
             self._audit("reboot", "vm", vm_cid, old=old, new={"pid": record.pid, "boots": record.boots})
 
     def set_vm_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
@@ -362,7 +386,8 @@ class LocalCloud(Cloud):
         disk_cid = self.store.new_cid(DiskRecord)
         with self._creating(disk_cid):
             directory = self.store.make_dir(DiskRecord, disk_cid)
-            _allocate(_create(directory / "disk.img"), size * MIB, preallocate=props.type == "preallocated")
+            if self._effect(f"allocate a {size} MiB disk file"):
+                _allocate(_create(directory / "disk.img"), size * MIB, preallocate=props.type == "preallocated")
             self.store.save(DiskRecord(disk_cid=disk_cid, size=size, cloud_properties=cloud_properties,
                                        director_uuid=self.context.director_uuid))
         self._audit("create", "disk", disk_cid, new={"size": size, "type": props.type, "vm_cid": vm_cid})
@@ -397,7 +422,8 @@ class LocalCloud(Cloud):
         if new_size == record.size and not preallocate:
             self.log.info("disk %s is already %d MiB", record.disk_cid, new_size)
             return
-        _allocate(self.store.dir(DiskRecord, record.disk_cid) / "disk.img", new_size * MIB, preallocate)
+        if self._effect(f"grow the disk file of {record.disk_cid} to {new_size} MiB"):
+            _allocate(self.store.dir(DiskRecord, record.disk_cid) / "disk.img", new_size * MIB, preallocate)
         if new_size != record.size:
             self.log.info("grew disk %s from %d to %d MiB", record.disk_cid, record.size, new_size)
             self._audit("resize", "disk", record.disk_cid, old={"size": record.size}, new={"size": new_size})
@@ -453,7 +479,8 @@ class LocalCloud(Cloud):
         settings = _read(path)
         if settings is not None and settings["disks"].get("persistent") != vm.disks:
             settings["disks"]["persistent"] = dict(vm.disks)
-            atomic_write_json(path, settings)
+            if self._effect(f"record the disks of VM {vm.vm_cid} in its agent settings"):
+                atomic_write_json(path, settings)
 
     def detach_disk(self, vm_cid: str, disk_cid: str) -> None:
         with self._lock(vm_cid, disk_cid):
@@ -492,7 +519,8 @@ class LocalCloud(Cloud):
         with self._creating(snapshot_cid, disk_cid):
             disk = self._disk(disk_cid)
             directory = self.store.make_dir(SnapshotRecord, snapshot_cid)
-            _sparse_copy(self.store.dir(DiskRecord, disk_cid) / "disk.img", directory / "disk.img")
+            if self._effect(f"copy the data of disk {disk_cid}"):
+                _sparse_copy(self.store.dir(DiskRecord, disk_cid) / "disk.img", directory / "disk.img")
             self.store.save(SnapshotRecord(snapshot_cid=snapshot_cid, disk_cid=disk_cid, size=disk.size, metadata=metadata,
                                            director_uuid=self.context.director_uuid))
         self._audit("create", "snapshot", snapshot_cid, new={"disk_cid": disk_cid})
@@ -606,13 +634,16 @@ def _open_image(image_path: str):
     return os.fdopen(fd, "rb")
 
 
-def _copy_with_sha1(src, target: Path) -> tuple[str, int]:
-    """Copy to a new 0600 file: the image may be secret, whatever its source's mode."""
+def _copy_with_sha1(src, target: Path | None) -> tuple[str, int]:
+    """Copy to a new 0600 file: the image may be secret, whatever its source's mode. With
+    no target (a plan), only the digest and size."""
     digest, size = hashlib.sha1(), 0
-    with _no_space_is_a_cloud_error("cannot copy the stemcell image"), _new_file(target) as dst:
+    with _no_space_is_a_cloud_error("cannot copy the stemcell image"), \
+            (_new_file(target) if target is not None else contextlib.nullcontext()) as dst:
         while chunk := src.read(MIB):
             digest.update(chunk)
-            dst.write(chunk)
+            if dst is not None:
+                dst.write(chunk)
             size += len(chunk)
     reached("image copied")
     return digest.hexdigest(), size

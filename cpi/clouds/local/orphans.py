@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from cpi.locks import collect_stale, try_locked
+from cpi import plan
+from cpi.locks import collect_stale, held, try_locked
 
 from . import faults
 
@@ -30,6 +31,12 @@ log = logging.getLogger(__name__)
 
 def sweep(cloud: LocalCloud) -> None:
     store = cloud.store
+    if plan.active is not None:  # the same finds, through a look that writes nothing
+        for cid in store.pending():
+            if not held(store.lock_dir, cid) and store.pending_path(cid).exists():
+                log.info("a create of %s was killed half way: the call would remove what it left", cid)
+                cloud.delete_orphan(cid)
+        return
     for cid in store.pending():
         with try_locked(store.lock_dir, cid) as free:
             dead = free and store.pending_path(cid).exists()

@@ -19,7 +19,7 @@ KINDS = {"servers": "vm", "volumes": "disk", "snapshots": "snapshot", "images": 
 _VERSION = re.compile(r"v\d+(\.\d+)?")
 
 
-def _segments(path: str) -> list[str]:
+def segments(path: str) -> list[str]:
     return [s for s in path.split("?", 1)[0].split("/") if s and not _VERSION.fullmatch(s)]
 
 
@@ -44,7 +44,7 @@ def _inner(document: Any, key: str) -> dict[str, Any]:
 
 
 def lines(method: str, path: str, sent: Any, answer: Any) -> list[tuple[str, str, Any, Any, Any]]:
-    parts = _segments(path)
+    parts = segments(path)
     body = sent if isinstance(sent, dict) else {}
     if not parts:
         return [(method.lower(), "resource", None, None, None)]

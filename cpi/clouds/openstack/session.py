@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cpi import backoff, retry
+from cpi import backoff, plan, retry
 
 from . import audited, errors
 from .props import OpenStackProperties
@@ -248,6 +248,11 @@ class OpenStack:
         is returned (a dict, not a response). A response says `after_unknown_outcome` when
         an earlier attempt of it may have been carried out."""
         self.authenticate()
+        if plan.active is not None:  # `cpi plan`: reads go out, mutations are only described
+            if method in ("GET", "HEAD", "OPTIONS"):
+                plan.active.read(f"{service} {method} {_path_only(path)}", path)
+            else:
+                return self._planned(service, method, path, json, ok, microversion)
         adapter = self.adapter(service)
         if microversion is None and service == "compute":
             microversion = COMPUTE_MICROVERSION
@@ -298,6 +303,24 @@ class OpenStack:
                                        endpoint=self._endpoints[service])
         audited.after(service, method, path, json, answer)
         return answer
+
+    def _planned(self, service: str, method: str, path: str, body: Any, ok: tuple[int, ...],
+                 microversion: str | None) -> Any:
+        """A mutation in plan mode (cpi.plan): not sent. A DELETE first looks (GET) at what
+        it names: one that is not there gets the 404 the real DELETE would get."""
+        from . import planned
+
+        if method == "DELETE":
+            try:
+                probe = self.request(service, "GET", path, ok=(404,), microversion=microversion)
+            except errors.ApiError as exc:
+                log.info("plan: cannot look at %s before deleting it (%s); planning the DELETE", _path_only(path), exc)
+            else:
+                if probe.status_code == 404:
+                    if 404 in ok:
+                        return probe
+                    raise errors.from_response(service, method, _path_only(path), probe)
+        return planned.send(service, method, path, body)
 
     def create(self, service: str, path: str, body: Any, *, key: str,
                find: Callable[[], dict[str, Any] | None] | None, **kwargs: Any) -> dict[str, Any]:

@@ -1,0 +1,158 @@
+"""`cpi plan`: what a CPI call would change, without changing anything (Salt's test=True).
+
+The call runs in this process through the same code as bin/cpi's (cpi.rpc.handle), with
+cpi.plan active: reads go to the cloud, mutations are described instead of made (on AWS,
+each is sent with DryRun=True so the plan also proves it is allowed), waits are noted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import uuid
+from typing import Any
+
+from .call import add_call_arguments, config_file, json_arguments
+
+EXAMPLES = """\
+examples:
+  cpi plan create_disk 10240 '{"type": "gp3"}' '"i-0abc123"' --config cpi.json
+  cpi plan create_vm '"agent-1"' '"ami-0abc"' '{"instance_type": "m5.large"}' \\
+      '{"default": {"type": "manual", "ip": "10.0.0.5", "cloud_properties": {"subnet": "subnet-1"}}}' \\
+      '[]' '{}' --config cpi.json --director-uuid UUID
+  cpi plan delete_vm '"vm-1234"' --json
+
+Arguments are the method's, each one JSON value, as with `cpi call`. What is printed:
+every mutation with its changes (old -> new, as the audit trail would record them) and
+whether the cloud allows it (AWS: EC2's dry run), every wait, what the call would return
+or fail with. A plan stops early, and says where, when the next step would read a resource
+only the real call would make. Exit status: 0 when nothing would fail or be denied, 1
+otherwise, 2 for a usage error."""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("plan", help="show what a CPI call would change, changing nothing (AWS: each change dry-run)",
+                       description="Run one CPI method with every read done and every write withheld, and print\n"
+                       "what it would change. BOSH never runs this mode; only this command does.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_call_arguments(p, "create_vm, attach_disk, delete_disk")
+    p.add_argument("--director-uuid", help="the director_uuid the call's context would carry (tags the plan shows)")
+    p.add_argument("--json", action="store_true", help="print the plan as one JSON document")
+    p.add_argument("-v", "--verbose", action="store_true", help="print the call's log on stderr")
+    p.set_defaults(func=plan_command)
+
+
+def make_plan(method: str, arguments: list[Any], config: str | None, *, director_uuid: str | None = None,
+              api_version: int = 2, log_stream: Any = None) -> dict[str, Any]:
+    """The plan of one call, as a JSON-ready document."""
+    from cpi import errors, plan, rpc
+    from cpi.logs import CallLog
+
+    from .cloud import masked
+
+    call_log = CallLog(log_stream if log_stream is not None else io.StringIO())
+    context: dict[str, Any] = {"request_id": f"plan-{uuid.uuid4().hex[:8]}"}
+    if director_uuid:
+        context["director_uuid"] = director_uuid
+    request = {"method": method, "arguments": arguments, "context": context, "api_version": api_version}
+    the_plan = plan.begin()
+    result, failure, complete = None, None, True
+    try:
+        result = rpc.handle(json.dumps(request).encode(), config, call_log)
+    except plan.Horizon:
+        complete = False
+    except errors.BoshError as exc:
+        failure = exc.to_wire()
+    except Exception as exc:  # noqa: BLE001 - a bug in the planned call is reported like a failure
+        failure = rpc._unexpected(exc).to_wire()
+    finally:
+        plan.end()
+    redactor = call_log.redactor
+    if failure is not None:
+        failure["message"] = redactor.text(str(failure["message"]))
+    document = {
+        "method": method,
+        "request_id": context["request_id"],
+        "complete": complete,
+        "stopped_at": the_plan.horizon,
+        "would_return": masked(result, redactor) if failure is None and complete else None,
+        "would_fail": failure,
+        "denied": len(the_plan.denied()),
+        "mutations": len(the_plan.mutations),
+        "steps": the_plan.steps,
+    }
+    return document
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    arguments = json_arguments("plan", args.method, args.arguments)
+    if arguments is None:
+        return 2
+    config = config_file("plan", args.config)
+    document = make_plan(args.method, arguments, str(config) if config else None, director_uuid=args.director_uuid,
+                         api_version=args.api_version, log_stream=sys.stderr if args.verbose else None)
+    if args.json:
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        show(document)
+    return 1 if document["would_fail"] or document["denied"] else 0
+
+
+def show(document: dict[str, Any]) -> None:
+    """Salt-state style: each change with its properties old -> new, then the outcome."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False)
+    count = document["mutations"]
+    console.print(Text(f"plan of {document['method']}: {count} change{'' if count == 1 else 's'} "
+                       f"(nothing was changed)", style="bold"))
+    for number, step in enumerate(document["steps"], 1):
+        if step["step"] == "mutation":
+            head = f"{number}. {step.get('action')} {step.get('resource_type')} {step.get('resource_id')}"
+            if step.get("permission"):
+                head += f"  [{step['permission']}]"
+            style = "red" if str(step.get("permission", "")).startswith("denied") else None
+            console.print(Text(head, style=style))
+            for key, old, new in _changed(step.get("changes") or {}):
+                arrow = f"{_cell(old)} -> {_cell(new)}" if old is not None else _cell(new)
+                console.print(Text(f"     {key}: {arrow}"))
+        elif step["step"] == "wait":
+            limit = f" (at most {step['timeout']:.0f}s)" if step.get("timeout") else ""
+            console.print(Text(f"{number}. wait until {step['what']}{limit}"))
+        else:
+            console.print(Text(f"{number}. stop: {step['reason']}", style="yellow"))
+    if document["would_fail"]:
+        failure = document["would_fail"]
+        console.print(Text(f"would fail: {failure['type']}: {failure['message']}", style="red"))
+    elif not document["complete"]:
+        console.print(Text("planned up to the stop above; the rest depends on what the cloud answers", style="yellow"))
+    else:
+        console.print(Text(f"would return: {json.dumps(document['would_return'])}"))
+    if document["denied"]:
+        console.print(Text(f"{document['denied']} change(s) would be refused: see the [denied: ...] above", style="red"))
+
+
+def _cell(value: Any) -> str:
+    from .audit import short
+
+    return value if isinstance(value, str) and len(value) <= 120 else short(value)
+
+
+def _changed(changes: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, old, new) for each key either side names with a value."""
+    old, new = changes.get("old"), changes.get("new")
+    if isinstance(old, dict) or isinstance(new, dict):
+        old, new = old or {}, new or {}
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        if old is None and new is None:
+            return []
+        return [("value", old, new)]
+    rows = []
+    for key in list(new) + [k for k in old if k not in new]:
+        if old.get(key) is not None or new.get(key) is not None:
+            rows.append((key, old.get(key), new.get(key)))
+    return rows

@@ -1,0 +1,327 @@
+"""`cpi plan` (cpi/plan.py) through the real `cpi` executable, on the local cloud, moto behind
+the fault proxy, and the loopback OpenStack services.
+
+Each planned call is followed by the real one: the plan must have changed nothing (the
+local state dir is byte for byte the same; the proxies saw no mutating request, EC2's only
+as dry runs; the cloud's inventory is the same) and must list what the real call then did,
+as its audit trail records it: the same actions on the same resources with the same
+changes (ids the plan could only imagine mapped to the real ones, and values only the
+cloud could tell, such as a dynamic IP or a process id, left open by the plan).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpi import audit
+from tests.support.runner import ROOT, Cpi
+
+DIRECTOR = "dir-plan"
+
+
+def plan(config: Path, method: str, *arguments: Any, expect: int = 0) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "cpi.cli", "plan", method, *(json.dumps(a) for a in arguments),
+                           "--config", str(config), "--director-uuid", DIRECTOR, "--json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == expect, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+class Trail:
+    """The audit trail of the real calls, read one request at a time."""
+
+    def __init__(self, path: Path, cpi: Cpi):
+        self.path, self.cpi, self.number = path, cpi, 0
+
+    def call(self, method: str, *arguments: Any) -> tuple[Any, list[dict]]:
+        self.number += 1
+        request_id = f"real-{self.number}"
+        result = self.cpi(method, *arguments, context={"request_id": request_id})
+        return result, [e for e in audit.read(self.path) if e.get("request_id") == request_id]
+
+
+def _ids(value: Any, into: list[str]) -> list[str]:
+    if isinstance(value, str):
+        into.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _ids(item, into)
+    elif isinstance(value, list):
+        for item in value:
+            _ids(item, into)
+    return into
+
+
+def _replace(value: Any, mapping: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for planned, real in mapping.items():
+            value = value.replace(planned, real)
+        return value
+    if isinstance(value, dict):
+        return {k: _replace(v, mapping) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace(v, mapping) for v in value]
+    return value
+
+
+#: Names the CPI draws at random for each call (OpenStack's server, port and volume names).
+_DRAWN = re.compile(r"\b(vm|volume)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _agrees(planned: Any, real: Any) -> bool:
+    """The plan's value is the real one, or None where only the cloud could tell."""
+    if planned is None:
+        return True
+    if isinstance(planned, str) and isinstance(real, str):
+        return _DRAWN.sub(r"\1-<drawn>", planned) == _DRAWN.sub(r"\1-<drawn>", real)
+    if isinstance(planned, dict) and isinstance(real, dict):
+        return set(planned) <= set(real) | {k for k, v in planned.items() if v is None} and all(
+            _agrees(v, real.get(k)) for k, v in planned.items())
+    return planned == real
+
+
+def assert_plan_matches(document: dict, result: Any, lines: list[dict]) -> None:
+    assert document["would_fail"] is None and document["complete"], document
+    planned = [s for s in document["steps"] if s["step"] == "mutation"]
+    assert [(s["action"], s["resource_type"]) for s in planned] == \
+        [(e["action"], e["resource_type"]) for e in lines], (planned, lines)
+    mapping = {}
+    for step, line in zip(planned, lines):  # what the plan could only name, by where it stands
+        if isinstance(step["resource_id"], str) and "planned" in step["resource_id"]:
+            mapping[step["resource_id"]] = line["resource_id"]
+    for placeholder, real in zip(_ids(document["would_return"], []), _ids(result, [])):
+        if "planned" in placeholder:
+            mapping[placeholder] = real
+    for step, line in zip(planned, lines):
+        step = _replace(step, mapping)
+        assert step["resource_id"] == line["resource_id"], (step, line)
+        for side in ("old", "new"):
+            assert _agrees(step["changes"][side], line["changes"][side]), (side, step, line)
+        assert step["director_uuid"] == DIRECTOR and step["method"] == line["method"]
+    if document["would_return"] is not None:
+        assert _agrees(_replace(document["would_return"], mapping), result), (document["would_return"], result)
+
+
+# ---------------------------------------------------------------- local
+
+
+def state_of(root: Path) -> dict[str, Any]:
+    """Every file and directory under the state dir (locks aside), with its content's digest."""
+    found = {}
+    for directory, dirs, files in os.walk(root):
+        rel = os.path.relpath(directory, root)
+        if rel.split(os.sep)[0] == "locks":
+            continue
+        found[rel] = "dir"
+        for name in files:
+            path = Path(directory, name)
+            found[os.path.join(rel, name)] = (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+    return found
+
+
+@pytest.fixture
+def local(tmp_path):
+    state = tmp_path / "state"
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {"state_dir": str(state)}}}}))
+    return config, state, Trail(state / "audit.log", Cpi(config, director_uuid=DIRECTOR))
+
+
+def test_local_plans_change_nothing_and_list_what_the_real_calls_do(local, tmp_path):
+    config, state, trail = local
+    image = tmp_path / "image"
+    image.write_bytes(b"stemcell bytes\n" * 64)
+    network = {"default": {"type": "manual", "ip": "10.250.0.9", "netmask": "255.255.255.0",
+                           "gateway": "10.250.0.1", "cloud_properties": {}}}
+
+    def planned_then_real(method: str, *arguments: Any) -> Any:
+        before = state_of(state)
+        document = plan(config, method, *arguments)
+        assert state_of(state) == before, f"plan of {method} changed the state dir"
+        result, lines = trail.call(method, *arguments)
+        assert lines, f"{method} made no change to compare with"
+        assert_plan_matches(document, result, lines)
+        return result
+
+    stemcell = planned_then_real("create_stemcell", str(image), {"name": "s", "version": "1"})
+    vm, _ = planned_then_real("create_vm", "agent-1", stemcell, {"ephemeral_disk": {"size": 64}}, network, [], {})
+    disk = planned_then_real("create_disk", 32, {}, vm)
+    planned_then_real("attach_disk", vm, disk)
+    planned_then_real("set_vm_metadata", vm, {"job": "web", "index": "0"})
+    snapshot = planned_then_real("snapshot_disk", disk, {})
+    planned_then_real("resize_disk", disk, 64)
+    planned_then_real("reboot_vm", vm)
+    planned_then_real("detach_disk", vm, disk)
+    planned_then_real("delete_snapshot", snapshot)
+    planned_then_real("delete_disk", disk)
+    planned_then_real("delete_vm", vm)
+    planned_then_real("delete_stemcell", stemcell)
+
+
+def test_a_local_plan_says_what_the_call_would_fail_on(local, tmp_path):
+    config, state, trail = local
+    image = tmp_path / "image"
+    image.write_bytes(b"x")
+    stemcell, _ = trail.call("create_stemcell", str(image), {})
+    network = {"default": {"type": "manual", "ip": "10.250.0.9", "netmask": "255.255.255.0",
+                           "gateway": "10.250.0.1", "cloud_properties": {}}}
+    (vm, _), _ = trail.call("create_vm", "agent-1", stemcell, {}, network, [], {})
+
+    taken = plan(config, "create_vm", "agent-2", stemcell, {}, network, [], {}, expect=1)
+    assert taken["would_fail"]["type"] == "Bosh::Clouds::VMCreationFailed"
+    assert "10.250.0.9" in taken["would_fail"]["message"] and vm in taken["would_fail"]["message"]
+    missing = plan(config, "attach_disk", vm, "disk-00000000-0000-0000-0000-000000000000", expect=1)
+    assert missing["would_fail"]["type"] == "Bosh::Clouds::DiskNotFound" and missing["mutations"] == 0
+
+    # what a person reads
+    proc = subprocess.run([sys.executable, "-m", "cpi.cli", "plan", "create_disk", "128", '{"type": "preallocated"}',
+                           json.dumps(vm), "--config", str(config)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "plan of create_disk: 1 change (nothing was changed)" in proc.stdout
+    assert "1. create disk disk-planned1" in proc.stdout and "size: 128" in proc.stdout
+    assert "would return: \"disk-planned1\"" in proc.stdout
+
+
+def test_plan_usage_errors_exit_2(local):
+    config, _, _ = local
+    proc = subprocess.run([sys.executable, "-m", "cpi.cli", "plan", "has_vm", "vm-unquoted", "--config", str(config)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "is not JSON" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "cpi.cli", "plan", "info", "--config", "/nonexistent/cpi.json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "no such file" in proc.stderr
+
+
+# ---------------------------------------------------------------- aws (moto behind the fault proxy)
+
+try:
+    from tests.aws.conftest import VM_PROPS, account, ips, moto_server  # noqa: F401 - fixtures
+    from tests.aws import moto_env
+    from tests.faults.proxy import FaultProxy
+except ImportError:  # moto missing: the aws tests skip
+    moto_env = None
+
+READS = ("Describe", "Get", "List")
+
+
+def test_aws_plans_send_only_dry_runs_and_list_what_the_real_calls_do(request, tmp_path):
+    if moto_env is None:
+        pytest.skip("moto is not installed")
+    account = request.getfixturevalue("account")
+    ips = request.getfixturevalue("ips")
+    trail_path = tmp_path / "audit" / "audit.log"
+    with FaultProxy(account.endpoint, flavor="aws") as proxy:
+        document = account.config(ec2_endpoint=proxy.url)
+        document["cloud"]["properties"]["audit"] = {"path": str(trail_path)}
+        config = tmp_path / "aws.json"
+        config.write_text(json.dumps(document))
+        trail = Trail(trail_path, Cpi(config, director_uuid=DIRECTOR))
+        stemcell, _ = trail.call("create_stemcell", "", {"ami": {moto_env.REGION: account.ami_id}})
+        ec2 = account.ec2()
+
+        def planned_then_real(method: str, *arguments: Any) -> Any:
+            before, seen = moto_env.inventory(ec2), len(proxy.seen)
+            document = plan(config, method, *arguments)
+            requests = proxy.seen[seen:]
+            changing = [r for r in requests if not r.action.startswith(READS) and not r.dry_run]
+            assert not changing, f"plan of {method} sent {changing}"
+            # one dry run per request (a CreateTags of a VM and its volumes is one request, several lines)
+            assert {f"ec2:{r.action}" for r in requests if r.dry_run} == \
+                {s["request"] for s in document["steps"] if s["step"] == "mutation"}, requests
+            assert all(s.get("permission") == "allowed (EC2 dry run)" for s in document["steps"]
+                       if s["step"] == "mutation"), document["steps"]
+            assert moto_env.inventory(ec2) == before
+            result, lines = trail.call(method, *arguments)
+            assert_plan_matches(document, result, lines)
+            return result
+
+        vm, _ = planned_then_real("create_vm", "agent-plan", stemcell, VM_PROPS, ips.network(), [], {})
+        disk = planned_then_real("create_disk", 2048, {"type": "gp3"}, vm)
+        planned_then_real("attach_disk", vm, disk)
+        planned_then_real("set_vm_metadata", vm, {"job": "web"})
+        planned_then_real("detach_disk", vm, disk)
+        planned_then_real("delete_disk", disk)
+        planned_then_real("delete_vm", vm)
+
+        # a change the credentials may not make: EC2's dry run says so, and the plan fails
+        proxy.inject(r"^CreateVolume$", "error", code="UnauthorizedOperation", status=403)
+        denied = plan(config, "create_disk", 1024, {}, None, expect=1)
+        step = next(s for s in denied["steps"] if s["step"] == "mutation")
+        assert step["permission"].startswith("denied: UnauthorizedOperation"), step
+        assert denied["denied"] == 1
+        # what it would fail on: an AMI that is not there
+        gone = plan(config, "create_vm", "agent-x", "ami-0000000000000dead", VM_PROPS, ips.network(), [], {}, expect=1)
+        assert gone["would_fail"] is not None and gone["mutations"] == 0
+
+
+# ---------------------------------------------------------------- openstack (the loopback services)
+
+
+@pytest.fixture(scope="module")
+def openstack_cloud(tmp_path_factory):
+    from tests.openstack import target as os_target
+
+    made = os_target.make(tmp_path_factory)
+    if made.env.get("real"):
+        made.cleanup()
+        pytest.skip("the proxies stand in front of the loopback services only")
+    yield made
+    made.cleanup()
+
+
+def test_openstack_plans_send_no_change_and_list_what_the_real_calls_do(request, tmp_path):
+    import urllib.parse
+
+    from tests.openstack import target as os_target
+
+    cloud = request.getfixturevalue("openstack_cloud")
+    proxies, overrides = [], {}
+    for service, url in cloud.env["endpoints"].items():
+        if service not in ("compute", "network", "image", "volumev3"):
+            continue  # the services the CPI changes things through (a token request is no change)
+        parts = urllib.parse.urlsplit(url)
+        proxy = FaultProxy(f"{parts.scheme}://{parts.netloc}", flavor="openstack")
+        proxy.start()
+        proxies.append(proxy)
+        overrides[{"volumev3": "block-storage"}.get(service, service)] = proxy.url + parts.path
+    try:
+        trail_path = tmp_path / "audit" / "audit.log"
+        config = os_target.write_config(tmp_path / "os.json", cloud.env, endpoint_overrides=overrides)
+        document = json.loads(config.read_text())
+        document["cloud"]["properties"]["audit"] = {"path": str(trail_path)}
+        config.write_text(json.dumps(document))
+        trail = Trail(trail_path, Cpi(config, director_uuid=DIRECTOR))
+        stemcell, _ = trail.call("create_stemcell", *cloud.stemcell_args())
+        client = os_target.Client(cloud.env)
+
+        def planned_then_real(method: str, *arguments: Any) -> Any:
+            before, seen = client.inventory(), [len(p.seen) for p in proxies]
+            document = plan(config, method, *arguments)
+            sent = [r for p, n in zip(proxies, seen) for r in p.seen[n:]]
+            assert sent and all(r.method in ("GET", "HEAD") for r in sent), f"plan of {method} sent {sent}"
+            assert client.inventory() == before
+            assert all(s["permission"].startswith("not checked") for s in document["steps"] if s["step"] == "mutation")
+            result, lines = trail.call(method, *arguments)
+            assert_plan_matches(document, result, lines)
+            return result
+
+        vm, _ = planned_then_real("create_vm", "agent-plan", stemcell, cloud.vm_cloud_properties(),
+                                  cloud.dynamic_network(), [], {})
+        disk = planned_then_real("create_disk", 1024, {}, vm)
+        planned_then_real("attach_disk", vm, disk)
+        planned_then_real("detach_disk", vm, disk)
+        planned_then_real("delete_disk", disk)
+        planned_then_real("delete_vm", vm)
+        trail.call("delete_stemcell", stemcell)
+    finally:
+        for proxy in proxies:
+            proxy.stop()
