@@ -132,16 +132,19 @@ class Disks:
                 snapshots = self.api.get(SERVICE, f"/snapshots?volume_id={_quote(disk_cid)}")["snapshots"]
                 return any(s.get("status") == "deleting" for s in snapshots)
             volume = self.volume(disk_cid)
+            seen["status"] = None if volume is None else volume.get("status")
             # gone by now: the 400 was answered while an earlier attempt (whose answer was
             # lost) was deleting it; sending again gets the 404 that means done
             return volume is None or volume.get("status") in ("detaching", "deleting", "deleted", "creating", "attaching")
 
+        seen: dict[str, Any] = {}
         try:
             response = self.api.request(SERVICE, "DELETE", f"/volumes/{_quote(disk_cid)}", ok=(404,), also=busy,
                                         budget=self.properties.state_timeout)
         except errors.ApiError as exc:
             if exc.status == 400:
-                raise CloudError(f"disk '{disk_cid}' cannot be deleted: {exc.message}") from None
+                state = f" (volume status '{seen['status']}')" if seen.get("status") else ""
+                raise CloudError(f"disk '{disk_cid}' cannot be deleted{state}: {exc.message}") from None
             raise
         if response.status_code == 404:
             log.info("disk %s not found: nothing to delete", disk_cid)
