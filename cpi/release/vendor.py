@@ -10,7 +10,8 @@ layout under the blobs root:
 
     wheels/requirements.txt      the project's runtime requirements, with a header naming
                                  the CPython version and the platforms vendored
-    wheels/any/*.whl             pure-Python wheels
+    wheels/any/*.whl             pure-Python wheels, and pip's own: package cpi runs pip from
+                                 its wheel, so neither package has to install pip
     wheels/<platform>/*.whl      compiled wheels, one directory per platform in release.yml
     python3/Python-3.X.Y.tgz     the CPython source (operator-supplied: python.org's
                                  tarball, or Debian's identical python3.X_3.X.Y.orig.tar.gz)
@@ -37,6 +38,7 @@ from cpi.release.errors import ReleaseError
 
 REQUIREMENTS = "requirements.txt"
 PURE = "any"
+INSTALLER = "pip"  # vendored beside the wheels; packages/cpi/packaging runs it from its wheel
 SOURCE_RE = re.compile(r"^Python-(3\.\d+)\.(\d+)(?:[a-z]+\d*)?\.(tgz|tar\.gz|tar\.xz)$")
 SOURCE_DIR_RE = re.compile(r"^Python-(3\.\d+\.\d+(?:[a-z]+\d*)?)$")
 
@@ -133,7 +135,7 @@ def download_wheels(
     destination: Path,
     pip: PipRunner = run_pip,
 ) -> dict[str, list[Path]]:
-    """Download the binary closure of `requirements` for each platform into
+    """Download the binary closure of `requirements`, and pip, for each platform into
     destination/<platform>/; return the wheels per platform."""
     downloaded = {}
     for name, tags in platforms.items():
@@ -142,7 +144,7 @@ def download_wheels(
         args = ["download", "--quiet", "--only-binary=:all:", "--dest", str(target)]
         for tag in tags:
             args += ["--platform", tag]
-        args += ["--python-version", python, "--implementation", "cp", *requirements]
+        args += ["--python-version", python, "--implementation", "cp", INSTALLER, *requirements]
         pip(args)
         downloaded[name] = sorted(target.glob("*.whl"))
         if not downloaded[name]:
@@ -296,6 +298,13 @@ def check_vendored(release_dir: Path, definition: ReleaseDefinition) -> list[str
         raise ReleaseError(
             f"the vendored wheels are stale: pyproject.toml requires {current}, they were downloaded "
             f"for {state.requirements}. Run `cpi release vendor` again"
+        )
+    pure = wheels_dir(release_dir, vendor) / PURE
+    installers = sorted(pure.glob(f"{INSTALLER}-*.whl"))
+    if len(installers) != 1:
+        raise ReleaseError(
+            f"{pure}/ holds {len(installers)} {INSTALLER} wheels, not one: package cpi installs the "
+            f"others with it. Run `cpi release vendor` again"
         )
     missing = [name for name in vendor.platforms if name not in state.platforms]
     if missing:

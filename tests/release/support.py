@@ -18,6 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 RENDERER = Path(__file__).with_name("erb_render.rb")
 JOB_DIR = REPO / "jobs" / "cpi"
 HOST_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+DIRECTOR_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+PACKAGING_TIMEOUT = 600
 
 
 def write(path: Path, text: str | bytes = "", mode: int | None = None) -> Path:
@@ -77,11 +79,44 @@ def minimal_release(root: Path, *, name: str = "demo", version: str = "1.2.3") -
     return root
 
 
+# What the fake CPython's `make install` lays out under lib/python3.X/ (besides bin/python3):
+# a small stand-in for the real tree, half of it what package python3 strips.
+FAKE_STDLIB_KEPT = (
+    "os.py",
+    "json/__init__.py",
+    "json/__pycache__/__init__.cpython-311.pyc",
+    "venv/__init__.py",
+    "lib-dynload/_ssl.cpython-311-x86_64-linux-gnu.so",
+    "config-{minor}-x86_64-linux-gnu/Makefile",
+    "site-packages/README.txt",
+)
+FAKE_STDLIB_STRIPPED = (
+    "test/test_os.py",
+    "idlelib/idle.py",
+    "idlelib/idle_test/test_x.py",
+    "tkinter/__init__.py",
+    "turtledemo/__main__.py",
+    "turtle.py",
+    "ensurepip/_bundled/pip-22.3.1-py3-none-any.whl",
+    "lib2to3/__init__.py",
+    "pydoc_data/topics.py",
+    "unittest/test/test_case.py",
+    "json/__pycache__/__init__.cpython-311.opt-1.pyc",
+    "json/__pycache__/__init__.cpython-311.opt-2.pyc",
+    "turtledemo/__pycache__/__main__.cpython-311.pyc",
+    "config-{minor}-x86_64-linux-gnu/libpython{minor}.a",
+    "config-{minor}-x86_64-linux-gnu/python.o",
+)
+
+
 def fake_python_source(path: Path, version: str, *, configure: str | None = None) -> Path:
     """A gzip tarball shaped like CPython's source: Python-<version>/configure and a README.
 
-    The default configure script writes a Makefile whose `install` puts a bin/python3 that
-    runs the interpreter running the tests, and records the arguments it was given."""
+    The default configure script writes a Makefile whose `all` records make's flags and whose
+    `install` puts a bin/python3 that runs the interpreter running the tests, the files of
+    FAKE_STDLIB_* under lib/python3.X/ (and bin/idle3, bin/2to3), and the arguments configure
+    was given."""
+    minor = ".".join(version.split(".")[:2])
     if configure is None:
         configure = (
             r"""#!/bin/sh
@@ -89,16 +124,22 @@ printf '%s\n' "$@" > configure.args
 prefix=$(sed -n 's/^--prefix=//p' configure.args)
 printf '#!/bin/sh\nexec %s "$@"\n' "PYTHON" > python3.wrapper
 {
-  printf 'all:\n\techo built > built.txt\n'
+  printf 'all:\n\techo built > built.txt\n\techo "$(MAKEFLAGS)" > makeflags.txt\n'
   printf 'install:\n\tmkdir -p %s/bin\n\tcp python3.wrapper %s/bin/python3\n' "$prefix" "$prefix"
   printf '\tchmod 755 %s/bin/python3\n\tcp configure.args %s/configure.args\n' "$prefix" "$prefix"
+  printf '\tsh lay-out.sh %s\n' "$prefix"
 } > Makefile
 """
         ).replace("PYTHON", sys.executable)
+    files = [f"lib/python{minor}/" + f.format(minor=minor) for f in (*FAKE_STDLIB_KEPT, *FAKE_STDLIB_STRIPPED)]
+    files += ["bin/idle3", f"bin/idle{minor}", "bin/2to3", f"bin/2to3-{minor}", f"bin/pydoc{minor}"]
+    files += [f"lib/libpython{minor}.a", "lib/pkgconfig/python3.pc"]
+    lay_out = "".join(f'mkdir -p "$1/{os.path.dirname(f)}" && echo x > "$1/{f}"\n' for f in files)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(path, "w:gz") as tar:
         for name, data, mode in (
             (f"Python-{version}/configure", configure.encode(), 0o755),
+            (f"Python-{version}/lay-out.sh", lay_out.encode(), 0o644),
             (f"Python-{version}/README.rst", b"This is Python\n", 0o644),
         ):
             info = tarfile.TarInfo(name)
@@ -110,6 +151,7 @@ printf '#!/bin/sh\nexec %s "$@"\n' "PYTHON" > python3.wrapper
 def fake_wheels(wheels_dir: Path, requirements: list[str], python: str, platforms: list[str]) -> None:
     """Stand-in wheel files (not installable) in the vendored layout, for build tests."""
     write(wheels_dir / "any/pure_pkg-1.0-py3-none-any.whl", b"PK pure")
+    write(wheels_dir / "any/pip-99.0-py3-none-any.whl", b"PK pip")
     for platform in platforms:
         write(wheels_dir / platform / f"compiled_pkg-1.0-cp311-cp311-{platform}.whl", f"PK {platform}".encode())
     from cpi.release.vendor import requirements_text
@@ -117,17 +159,18 @@ def fake_wheels(wheels_dir: Path, requirements: list[str], python: str, platform
     write(wheels_dir / "requirements.txt", requirements_text(requirements, python, platforms))
 
 
-def copy_project_release(destination: Path, *, python: str = HOST_PYTHON) -> Path:
+def copy_project_release(destination: Path, *, python: str = HOST_PYTHON, source: Path = REPO) -> Path:
     """This project's release inputs (release.yml, jobs/, packages/, pyproject.toml, cpi/, LICENSE)
-    copied to `destination`, with vendor.python set to `python` and no blobs yet."""
+    copied from `source` (default: this checkout) to `destination`, with vendor.python set to
+    `python` and no blobs yet."""
     destination.mkdir(parents=True, exist_ok=True)
     for name in ("jobs", "packages"):
-        shutil.copytree(REPO / name, destination / name)
-    shutil.copytree(REPO / "cpi", destination / "cpi", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    shutil.copy(REPO / "pyproject.toml", destination / "pyproject.toml")
-    for license_file in [*REPO.glob("LICENSE*"), *REPO.glob("NOTICE*")]:
+        shutil.copytree(source / name, destination / name)
+    shutil.copytree(source / "cpi", destination / "cpi", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy(source / "pyproject.toml", destination / "pyproject.toml")
+    for license_file in [*source.glob("LICENSE*"), *source.glob("NOTICE*")]:
         shutil.copy(license_file, destination / license_file.name)
-    definition = yaml.safe_load((REPO / "release.yml").read_text())
+    definition = yaml.safe_load((source / "release.yml").read_text())
     definition["vendor"]["python"] = python
     write_yaml(destination / "release.yml", definition)
     return destination
@@ -145,6 +188,51 @@ def add_fake_blobs(release_dir: Path, *, python: str = HOST_PYTHON) -> None:
         python,
         list(definition["vendor"]["platforms"]),
     )
+
+
+def compile_package(
+    compile_dir: Path, packages_dir: Path, name: str, extra_env: dict | None = None, timeout: float = PACKAGING_TIMEOUT
+) -> subprocess.CompletedProcess:
+    """A simulated compile: `bash -x packaging` in `compile_dir` (an unpacked package) with the
+    variables create-env sets, installing into packages_dir/<name>."""
+    env = {
+        "PATH": os.environ.get("PATH", DIRECTOR_PATH),
+        "HOME": str(compile_dir.parent),
+        "BOSH_COMPILE_TARGET": str(compile_dir),
+        "BOSH_INSTALL_TARGET": str(packages_dir / name),
+        "BOSH_PACKAGE_NAME": name,
+        "BOSH_PACKAGES_DIR": str(packages_dir),
+        **(extra_env or {}),
+    }
+    (packages_dir / name).mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        ["bash", "-x", "packaging"], cwd=compile_dir, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def unpack(archive: bytes, destination: Path) -> Path:
+    """A package archive (bytes of packages/<name>.tgz) unpacked as a compile host does."""
+    destination.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        tar.extractall(destination, filter="tar")
+    return destination
+
+
+def installed_size(path: Path) -> tuple[int, int, int]:
+    """(bytes of regular files, bytes of disk blocks, number of files) under `path`; links are
+    not followed and a hard-linked file counts once."""
+    apparent = blocks = files = 0
+    seen = set()
+    for directory, _, names in os.walk(path):
+        for name in names:
+            stat = os.lstat(os.path.join(directory, name))
+            if (stat.st_dev, stat.st_ino) in seen:
+                continue
+            seen.add((stat.st_dev, stat.st_ino))
+            files += 1
+            apparent += stat.st_size
+            blocks += stat.st_blocks * 512
+    return apparent, blocks, files
 
 
 def job_spec() -> dict:

@@ -12,7 +12,6 @@ installed layout is create-env's: <root>/packages/<pkg>, <root>/jobs/cpi.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -22,12 +21,21 @@ from pathlib import Path
 
 import pytest
 
+from cpi.release import lean
 from cpi.release.builder import build_release
 from cpi.release.vendor import host_platform, requirements_text
-from tests.release.support import HOST_PYTHON, JOB_DIR, REPO, fake_python_source, read_member, render, write
-
-DIRECTOR_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-PACKAGING_TIMEOUT = 600
+from tests.release.support import (
+    DIRECTOR_PATH,
+    HOST_PYTHON,
+    JOB_DIR,
+    REPO,
+    compile_package,
+    fake_python_source,
+    read_member,
+    render,
+    unpack,
+    write,
+)
 
 
 def standin_python3(packages_dir: Path) -> Path:
@@ -37,29 +45,6 @@ def standin_python3(packages_dir: Path) -> Path:
     if not (target / "bin/python3").exists():
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True, timeout=120)
     return target
-
-
-def compile_package(compile_dir: Path, packages_dir: Path, name: str, extra_env: dict | None = None):
-    env = {
-        "PATH": os.environ.get("PATH", DIRECTOR_PATH),
-        "HOME": str(compile_dir.parent),
-        "BOSH_COMPILE_TARGET": str(compile_dir),
-        "BOSH_INSTALL_TARGET": str(packages_dir / name),
-        "BOSH_PACKAGE_NAME": name,
-        "BOSH_PACKAGES_DIR": str(packages_dir),
-        **(extra_env or {}),
-    }
-    (packages_dir / name).mkdir(parents=True, exist_ok=True)
-    return subprocess.run(
-        ["bash", "-x", "packaging"], cwd=compile_dir, env=env, capture_output=True, text=True, timeout=PACKAGING_TIMEOUT
-    )
-
-
-def unpack(archive: bytes, destination: Path) -> Path:
-    destination.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        tar.extractall(destination, filter="tar")
-    return destination
 
 
 # --- package python3 ---------------------------------------------------------------------------
@@ -73,14 +58,21 @@ def python3_compile_dir(tmp_path: Path, versions: list[str], **fake) -> Path:
     return compile_dir
 
 
-def test_python3_packaging_configures_builds_and_installs_into_the_target(tmp_path):
+@pytest.fixture(scope="module")
+def fake_python3(tmp_path_factory):
+    """Package python3 compiled from a fake CPython source: (compile dir, packages dir, result)."""
+    tmp_path = tmp_path_factory.mktemp("python3")
     compile_dir = python3_compile_dir(tmp_path, [f"{HOST_PYTHON}.99"])
     packages = tmp_path / "installation/packages"
     result = compile_package(compile_dir, packages, "python3")
     assert result.returncode == 0, result.stderr[-3000:]
+    return compile_dir, packages, result
+
+
+def test_python3_packaging_configures_builds_and_installs_into_the_target(fake_python3):
+    compile_dir, packages, result = fake_python3
     args = (packages / "python3/configure.args").read_text().splitlines()
     assert f"--prefix={packages / 'python3'}" in args
-    assert "--with-ensurepip=install" in args
     assert (compile_dir / f"build/Python-{HOST_PYTHON}.99/built.txt").exists()  # `make` ran
     assert "package python3: CPython" in result.stdout
     check = subprocess.run([str(packages / "python3/bin/python3"), "-c", "import ssl, zlib"], capture_output=True)
@@ -180,7 +172,8 @@ def test_cpi_package_installs_the_runtime_offline(installation):
             str(venv_python),
             "-I",
             "-c",
-            "import json, cpi, pydantic_core, pydantic, tenacity, boto3, openstack; print(json.dumps(cpi.__path__[0]))",
+            "import json, cpi, pydantic_core, pydantic, tenacity, botocore.session, openstack.connection, yaml, "
+            "rich.console; print(json.dumps(cpi.__path__[0]))",
         ],
         capture_output=True,
         text=True,
@@ -194,6 +187,20 @@ def test_cpi_package_installs_the_runtime_offline(installation):
         f"package cpi: installed in {installation['root'] / 'packages/cpi'} for {host_platform()}"
         in installation["log"]
     )
+
+
+@pytest.mark.slow
+def test_cpi_package_leaves_out_what_the_cpi_never_reads(installation):
+    venv = installation["root"] / "packages/cpi/venv"
+    (site,) = venv.glob("lib/python3.*/site-packages")
+    for absent in ("pip", "setuptools", "pygments", "boto3", "openstack/tests", "botocore/data/s3",
+                   "distutils-precedence.pth"):
+        assert not (site / absent).exists(), absent
+    assert not list(site.glob("pip-*.dist-info")) and not (venv / "bin/pip").exists()
+    assert sorted(p.name for p in (site / "botocore/data").iterdir() if p.is_dir()) == sorted(lean.BOTOCORE_SERVICES)
+    assert "package cpi: left out " in installation["log"]
+    byte_code = list(site.glob("botocore/__pycache__/*.cpython-*.pyc"))
+    assert byte_code and not list(site.glob("**/*.opt-1.pyc")), "site-packages byte-compiled once, after the strip"
 
 
 @pytest.mark.slow

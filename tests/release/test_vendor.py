@@ -68,7 +68,7 @@ def test_download_asks_pip_for_binary_wheels_of_each_platform(tmp_path):
         assert "--only-binary=:all:" in args
         assert args[args.index("--python-version") + 1] == "3.11"
         assert args[args.index("--implementation") + 1] == "cp"
-        assert args[-1] == "pydantic>=2"
+        assert args[-2:] == ["pip", "pydantic>=2"]  # package cpi installs with the vendored pip
     assert [a[a.index("--platform") + 1] for a in calls] == ["manylinux_2_17_x86_64", "macosx_11_0_arm64"]
 
 
@@ -214,6 +214,16 @@ def test_missing_platform_is_a_warning(vendored):
     requirements.write_text(requirements.read_text().replace(" macos-arm64", ""))
     (warning,) = check(vendored)
     assert "no wheels vendored for macos-arm64" in warning
+
+
+@pytest.mark.parametrize("pips", [0, 2])
+def test_exactly_one_pip_wheel(vendored, pips):
+    for path in (vendored / "blobs/wheels/any").glob("pip-*.whl"):
+        path.unlink()
+    for n in range(pips):
+        write(vendored / f"blobs/wheels/any/pip-{n}.0-py3-none-any.whl", "PK")
+    with pytest.raises(ReleaseError, match=rf"holds {pips} pip wheels, not one.*Run `cpi release vendor` again"):
+        check(vendored)
 
 
 def test_missing_python_source(vendored):
