@@ -19,7 +19,7 @@ def config(tmp_path, **kw) -> ThrottleConfig:
 
 def state_file(tmp_path, key="ec2"):
     """The state file of `key` (named by a hash of the key)."""
-    return SharedLimiter(key, config(tmp_path))._path
+    return SharedLimiter(key, config(tmp_path)).store.path
 
 
 class FakeClock:
@@ -110,7 +110,7 @@ def _hold_lock(lock_path, ready):
 
 def test_a_process_killed_holding_the_lock_blocks_nobody(tmp_path):
     ready = multiprocessing.Event()
-    holder = multiprocessing.Process(target=_hold_lock, args=(str(SharedLimiter("ec2", config(tmp_path))._lock_path), ready))
+    holder = multiprocessing.Process(target=_hold_lock, args=(str(SharedLimiter("ec2", config(tmp_path)).store.lock_path), ready))
     holder.start()
     assert ready.wait(10)
     os.kill(holder.pid, signal.SIGKILL)
@@ -129,8 +129,8 @@ def test_file_names_carry_no_part_of_the_key(tmp_path):
     limiter.throttled(0.0)
     names = [p.name for p in tmp_path.iterdir()]
     assert names and not any("hunter2" in n or "ec2" in n for n in names), names
-    assert "hunter2" not in limiter._path.read_text()
-    assert json.loads(limiter._path.read_text())["key"] == "<redacted>@ec2.example:443"
+    assert "hunter2" not in limiter.store.path.read_text()
+    assert json.loads(limiter.store.path.read_text())["key"] == "<redacted>@ec2.example:443"
 
 
 def test_endpoint_key_drops_user_info():
@@ -146,14 +146,14 @@ def test_state_dir_is_made_private_and_links_inside_are_not_followed(tmp_path):
     victim.write_text("untouched")
     limiter = SharedLimiter("ec2", config(state_dir))
     assert (state_dir.stat().st_mode & 0o777) == 0o700
-    limiter._lock_path.symlink_to(victim)
+    limiter.store.lock_path.symlink_to(victim)
     with pytest.raises(OSError):
         limiter.acquire()
-    limiter._lock_path.unlink()
-    limiter._path.symlink_to(victim)
+    limiter.store.lock_path.unlink()
+    limiter.store.path.symlink_to(victim)
     limiter.acquire()  # a link where the state was: read as fresh, replaced by a file
     assert victim.read_text() == "untouched"
-    assert not limiter._path.is_symlink()
+    assert not limiter.store.path.is_symlink()
 
 
 def test_a_state_dir_others_can_write_is_refused(tmp_path):

@@ -1,0 +1,143 @@
+"""Backoff shared by every CPI process on a machine (and, with Redis, across machines).
+
+Each CPI call is its own process, so a director creating 64 VMs runs 64 independent retry
+loops, and when the IaaS throttles them they all come back at once and make the storm
+worse (aws-cpi #19, #75; bosh #597). Here they share one adaptive rate per cloud endpoint:
+
+- before each request a process takes a token from a shared bucket (`acquire`);
+- a throttled response cuts the shared rate (at most once a second, however many
+  siblings were throttled at once) and closes the bucket until the time the service asked
+  for (`throttled`), so every sibling slows down, not just the one that was told;
+- each success raises the rate again by a small step (`succeeded`): additive increase,
+  multiplicative decrease, as TCP does, so the processes settle just under the limit and
+  all keep making progress, while an occasional throttle that has nothing to do with our
+  rate costs little. After a quiet spell the rate is forgotten.
+
+The rules are in policy.py; a store keeps each endpoint's state and applies them
+atomically. The file store (files.py) is the default: a state file per endpoint under
+flock in the CPI user's own directory (~/.cache/bosh-cpi/throttle by default, never a
+fixed name in a shared temp dir that another local user could make first), created 0700
+and refused when anyone else could tamper with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cpi import private
+
+log = logging.getLogger("cpi.backoff")
+
+#: The setting that chooses the state directory, as errors name it.
+STATE_DIR_SETTING = "cloud.properties.throttle.state_dir"
+
+
+def default_state_dir() -> Path:
+    return private.cache_dir("throttle", STATE_DIR_SETTING)
+
+
+def endpoint_key(url: str) -> str:
+    """`host[:port]` of an endpoint URL, without any `user:password@` in front: what a
+    shared key (and so a log line) may carry of an endpoint."""
+    from urllib.parse import urlsplit
+
+    netloc = urlsplit(url).netloc if "://" in url else url
+    return netloc.rpartition("@")[2]
+
+
+def _readable(key: str) -> str:
+    """The key as logged and kept inside its file: callers build keys from endpoint_key,
+    but should user info slip in, it never goes further than the hashed file name."""
+    return "<redacted>@" + key.rpartition("@")[2] if "@" in key else key
+
+
+class ThrottleConfig(BaseModel):
+    """`cloud.properties.throttle` in cpi.json: the backoff shared across CPI processes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="Share backoff between the CPI processes on this machine.")
+    state_dir: Path | None = Field(
+        None,
+        description="Where the shared rate of each endpoint is kept: a directory of the CPI's user, created "
+        "0700 and refused if anyone else can write to it. Default: `~/.cache/bosh-cpi/throttle` in the CPI "
+        "user's home.",
+    )
+    max_rate: float = Field(
+        20.0, gt=0, description="Requests per second all CPI processes together start at and return to."
+    )
+    min_rate: float = Field(0.2, gt=0, description="The shared rate never drops below this (requests per second).")
+    burst: float = Field(10.0, ge=1, description="Requests that may go at once after a quiet spell.")
+    decrease: float = Field(0.7, gt=0, lt=1, description="Factor the rate is multiplied by when throttled.")
+    increase: float = Field(0.2, gt=0, description="Requests per second added back after each success.")
+    forget_after: float = Field(120.0, gt=0, description="Seconds without throttling after which the rate resets.")
+
+
+class SharedLimiter:
+    """One endpoint's shared rate, as this process sees it: `acquire` before each request,
+    `throttled` or `succeeded` after. The state and its rules live in a store (files.py,
+    or redis_store.py when `throttle.redis_url` names a Redis), each operation atomic."""
+
+    def __init__(self, key: str, config: ThrottleConfig, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep, store: Any = None):
+        self.key = _readable(key)
+        self.config = config
+        self.sleep = sleep
+        self.store = store if store is not None else _store(key, self.key, config, clock)
+        self.waited = 0.0
+
+    def acquire(self, what: str = "request") -> None:
+        """Wait for this process's turn; returns when it may send one request."""
+        waited = 0.0
+        while (delay := self.store.step("acquire")) > 0:
+            self.sleep(delay)
+            waited += delay
+        if waited >= 0.05:
+            log.info("%s: waited %.2fs for the shared rate of %s (other CPI processes were throttled)",
+                     what, waited, self.key)
+        self.waited += waited
+
+    def throttled(self, retry_after: float | None = None) -> None:
+        rate = self.store.step("throttled", retry_after)
+        log.info("throttled by %s: shared rate now %.2f requests/s for all CPI processes %s", self.key, rate,
+                 "sharing this Redis" if self.store.name == "redis" else "on this host")
+
+    def succeeded(self) -> None:
+        self.store.step("succeeded")
+
+
+def _store(key: str, readable: str, config: ThrottleConfig, clock: Callable[[], float]):
+    from .files import FileStore
+
+    def files() -> FileStore:
+        directory = private.private_dir(config.state_dir or default_state_dir(), STATE_DIR_SETTING)
+        return FileStore(key, readable, config, directory, clock)
+
+    return files()
+
+
+# One CPI process serves one call: rpc.py configures this once from cpi.json, and
+# cpi.retry asks for the limiter of an endpoint by key.
+_config: ThrottleConfig | None = None
+_limiters: dict[str, SharedLimiter] = {}
+
+
+def configure(config: ThrottleConfig | None) -> None:
+    global _config
+    _config = config
+    _limiters.clear()
+
+
+def limiter(key: str) -> SharedLimiter | None:
+    """The shared limiter of `key`, or None when shared backoff is not configured or off."""
+    if _config is None or not _config.enabled:
+        return None
+    if key not in _limiters:
+        _limiters[key] = SharedLimiter(key, _config)
+    return _limiters[key]
