@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -26,6 +27,7 @@ from cpi.release.builder import build_release
 from cpi.release.vendor import host_platform, requirements_text
 from tests.release.support import (
     DIRECTOR_PATH,
+    FAKE_STDLIB_KEPT,
     HOST_PYTHON,
     JOB_DIR,
     REPO,
@@ -77,6 +79,44 @@ def test_python3_packaging_configures_builds_and_installs_into_the_target(fake_p
     assert "package python3: CPython" in result.stdout
     check = subprocess.run([str(packages / "python3/bin/python3"), "-c", "import ssl, zlib"], capture_output=True)
     assert check.returncode == 0
+
+
+def test_python3_is_compiled_lean_and_quick(fake_python3):
+    """No PGO, every core, no debug info, no pip, no test modules (issue #12)."""
+    compile_dir, packages, result = fake_python3
+    args = (packages / "python3/configure.args").read_text().splitlines()
+    assert "--enable-optimizations" not in args and not any(a.startswith("--with-lto") for a in args)
+    assert "--with-ensurepip=no" in args
+    assert "--disable-test-modules" in args
+    (opt,) = [a.removeprefix("OPT=").split() for a in args if a.startswith("OPT=")]
+    assert "-g" not in opt and "-fwrapv" in opt
+    assert "py_cv_module__tkinter=n/a" in args
+    makeflags = (compile_dir / f"build/Python-{HOST_PYTHON}.99/makeflags.txt").read_text().split()
+    assert f"-j{len(os.sched_getaffinity(0))}" in makeflags
+    assert re.search(r"package python3: configure \d+ s, make \d+ s, install \d+ s, strip \d+ s", result.stdout)
+
+
+def test_python3_packaging_strips_what_the_cpi_never_imports(fake_python3):
+    _, packages, _ = fake_python3
+    lib = packages / f"python3/lib/python{HOST_PYTHON}"
+    kept = {f.format(minor=HOST_PYTHON) for f in FAKE_STDLIB_KEPT}
+    left = {str(p.relative_to(lib)) for p in lib.rglob("*") if p.is_file()}
+    assert left == kept, f"stripped too much: {sorted(kept - left)}; left: {sorted(left - kept)}"
+    for directory in ("test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "unittest/test",
+                      "turtledemo/__pycache__"):
+        assert not (lib / directory).exists(), directory
+    assert not (packages / f"python3/lib/libpython{HOST_PYTHON}.a").exists()
+    assert (packages / "python3/lib/pkgconfig/python3.pc").exists()
+    bins = sorted(p.name for p in (packages / "python3/bin").iterdir())
+    assert bins == sorted(["python3", f"pydoc{HOST_PYTHON}"])
+
+
+def test_python3_packaging_needs_one_library_directory(tmp_path):
+    configure = "#!/bin/sh\nprintf 'all:\\n\\ttrue\\ninstall:\\n\\ttrue\\n' > Makefile\n"
+    compile_dir = python3_compile_dir(tmp_path, [f"{HOST_PYTHON}.99"], configure=configure)
+    result = compile_package(compile_dir, tmp_path / "packages", "python3")
+    assert result.returncode != 0
+    assert "expected one lib/python3.*/ under" in result.stderr
 
 
 @pytest.mark.parametrize("versions, message", [([], "found 0: none"), (["3.11.1", "3.11.2"], "found 2:")])
