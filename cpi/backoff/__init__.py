@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cpi import private
 
@@ -77,6 +77,29 @@ class ThrottleConfig(BaseModel):
     decrease: float = Field(0.7, gt=0, lt=1, description="Factor the rate is multiplied by when throttled.")
     increase: float = Field(0.2, gt=0, description="Requests per second added back after each success.")
     forget_after: float = Field(120.0, gt=0, description="Seconds without throttling after which the rate resets.")
+    redis_url: str | None = Field(
+        None,
+        description="Share the rate through this Redis instead of a file on this machine, so that several "
+        "directors' CPIs in one IaaS account slow down together: `redis://host:6379/0`, `rediss://...` for TLS "
+        "(credentials may be in the URL). Unreachable, slow or failing, it is skipped for the call (one warning) "
+        "and this machine's file is used.",
+    )
+    redis_username: str | None = Field(None, description="Redis ACL user name (instead of one in the URL).")
+    redis_password: str | None = Field(None, description="Redis password (instead of one in the URL); never logged.")
+    redis_ca_cert: Path | None = Field(None, description="PEM file of the CA that signed the Redis server's "
+                                       "certificate (`rediss://`); default: the system's CAs.")
+    redis_key_prefix: str = Field("bosh-cpi:throttle:", min_length=1, description="Prefix of the Redis keys (one "
+                                  "hash per IaaS endpoint, expiring when idle): one per IaaS account, if several "
+                                  "accounts' directors share a Redis.")
+    redis_timeout: float = Field(0.25, gt=0, le=5, description="Seconds to wait for Redis to connect or answer "
+                                 "before this call falls back to the file.")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// (TLS) or unix://")
+        return value
 
 
 class SharedLimiter:
@@ -119,6 +142,10 @@ def _store(key: str, readable: str, config: ThrottleConfig, clock: Callable[[], 
         directory = private.private_dir(config.state_dir or default_state_dir(), STATE_DIR_SETTING)
         return FileStore(key, readable, config, directory, clock)
 
+    if config.redis_url:
+        from .redis_store import RedisStore, WithFallback
+
+        return WithFallback(RedisStore(readable, config), files)
     return files()
 
 
