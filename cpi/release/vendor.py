@@ -21,6 +21,7 @@ Wheels and sources are large, so they live in the git-ignored blobs root and nev
 
 from __future__ import annotations
 
+import json
 import platform as _platform
 import re
 import shutil
@@ -108,21 +109,60 @@ def is_pure(wheel: Path) -> bool:
     return wheel.name.endswith("-any.whl")
 
 
-PipRunner = Callable[[list[str]], None]
+PipRunner = Callable[[list[str], dict[str, str]], None]
 PIP_TIMEOUT = 1800  # seconds for one platform's download
 
+# pip evaluates a requirement's environment markers (`async-timeout; python_full_version <
+# "3.11.3"`, `...; sys_platform == "darwin"`) against the interpreter running it, whatever
+# --python-version and --platform say. run_pip runs pip with the compile host's values
+# instead: TARGET_MARKERS replaces the default environment pip's `packaging` reads with the
+# JSON object in argv[1].
+TARGET_MARKERS = """
+import json, sys
+target = json.loads(sys.argv.pop(1))
+from pip._vendor.packaging import markers
+host = markers.default_environment
+markers.default_environment = lambda: {**host(), **target}
+"""
+PIP_WITH_TARGET_MARKERS = TARGET_MARKERS + "from pip._internal.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
+# A CPython minor version's first and (as far as markers compare) last patch release: the
+# closure is downloaded for both, so a compile host's 3.X.N finds its wheels on either
+# side of a `python_full_version` bound.
+PATCH_RANGE = ("0", "99")
 
-def run_pip(args: list[str]) -> None:
-    """Run pip with this interpreter; its own index settings (pip.conf, PIP_INDEX_URL) apply."""
-    command = [sys.executable, "-m", "pip", *args]
+
+def marker_environment(platform_name: str, python_full: str) -> dict[str, str]:
+    """The environment markers of CPython `python_full` on a compile host of `platform_name`
+    (linux-x86_64, macos-arm64, ...); an unknown OS keeps this machine's OS values."""
+    system, _, machine = platform_name.partition("-")
+    machine = machine.removesuffix("-musl")
+    environment = {
+        "python_version": ".".join(python_full.split(".")[:2]),
+        "python_full_version": python_full,
+        "implementation_name": "cpython",
+        "implementation_version": python_full,
+        "platform_python_implementation": "CPython",
+    }
+    known = {"linux": ("linux", "Linux", "posix"), "macos": ("darwin", "Darwin", "posix")}
+    if system in known:
+        sys_platform, platform_system, os_name = known[system]
+        environment.update(sys_platform=sys_platform, platform_system=platform_system, os_name=os_name,
+                           platform_machine=machine)
+    return environment
+
+
+def run_pip(args: list[str], environment: dict[str, str] | None = None) -> None:
+    """Run pip with this interpreter, its markers evaluated in `environment` (see
+    TARGET_MARKERS); pip's own index settings (pip.conf, PIP_INDEX_URL) apply."""
+    command = [sys.executable, "-c", PIP_WITH_TARGET_MARKERS, json.dumps(environment or {}), *args]
     try:
         result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=PIP_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise ReleaseError(f"pip download took more than {PIP_TIMEOUT} s (is the package index reachable?)") from None
     if result.returncode != 0:
         raise ReleaseError(
-            "pip download failed (is the package index reachable?):\n  "
-            + " ".join(command)
+            "pip download failed (is the package index reachable?):\n  pip "
+            + " ".join(args)
             + "\n"
             + (result.stderr.strip() or result.stdout.strip())[-4000:]
         )
@@ -136,7 +176,8 @@ def download_wheels(
     pip: PipRunner = run_pip,
 ) -> dict[str, list[Path]]:
     """Download the binary closure of `requirements`, and pip, for each platform into
-    destination/<platform>/; return the wheels per platform."""
+    destination/<platform>/, with the markers of that platform and of each end of
+    PATCH_RANGE; return the wheels per platform."""
     downloaded = {}
     for name, tags in platforms.items():
         target = destination / name
@@ -145,7 +186,8 @@ def download_wheels(
         for tag in tags:
             args += ["--platform", tag]
         args += ["--python-version", python, "--implementation", "cp", INSTALLER, *requirements]
-        pip(args)
+        for patch in PATCH_RANGE:
+            pip(args, marker_environment(name, f"{python}.{patch}"))
         downloaded[name] = sorted(target.glob("*.whl"))
         if not downloaded[name]:
             raise ReleaseError(f"pip downloaded no wheels for platform {name} ({', '.join(tags)})")

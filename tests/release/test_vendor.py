@@ -5,7 +5,10 @@ test_packaging.py downloads real wheels for this machine."""
 from __future__ import annotations
 
 import io
+import json
 import lzma
+import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -47,10 +50,11 @@ def test_requirements_file_round_trip(tmp_path):
 
 
 def test_download_asks_pip_for_binary_wheels_of_each_platform(tmp_path):
-    calls = []
+    calls, environments = [], []
 
-    def pip(args):
+    def pip(args, environment):
         calls.append(args)
+        environments.append(environment)
         dest = args[args.index("--dest") + 1]
         platform = args[args.index("--platform") + 1]
         write(tmp_path / dest / "pure-1.0-py3-none-any.whl", "p")
@@ -69,7 +73,28 @@ def test_download_asks_pip_for_binary_wheels_of_each_platform(tmp_path):
         assert args[args.index("--python-version") + 1] == "3.11"
         assert args[args.index("--implementation") + 1] == "cp"
         assert args[-2:] == ["pip", "pydantic>=2"]  # package cpi installs with the vendored pip
-    assert [a[a.index("--platform") + 1] for a in calls] == ["manylinux_2_17_x86_64", "macosx_11_0_arm64"]
+    platforms = ["manylinux_2_17_x86_64"] * 2 + ["macosx_11_0_arm64"] * 2  # each with both ends of 3.11.x
+    assert [a[a.index("--platform") + 1] for a in calls] == platforms
+    assert [(e["sys_platform"], e["platform_machine"], e["python_full_version"]) for e in environments] == [
+        ("linux", "x86_64", "3.11.0"), ("linux", "x86_64", "3.11.99"),
+        ("darwin", "arm64", "3.11.0"), ("darwin", "arm64", "3.11.99"),
+    ]
+
+
+def test_pip_evaluates_markers_for_the_compile_host_not_this_machine(tmp_path):
+    """`pip download --python-version 3.11 --platform ...` alone would judge `dep;
+    python_full_version < "3.11.3"` and `dep; sys_platform == "darwin"` by the interpreter
+    running it: run_pip makes pip's marker environment the target's."""
+    probe = vendor.TARGET_MARKERS + (
+        "from pip._vendor.packaging.markers import Marker\n"
+        "print(Marker('python_full_version < \"3.11.3\" and sys_platform == \"darwin\"').evaluate())\n"
+    )
+    environment = vendor.marker_environment("macos-arm64", "3.11.2")
+    result = subprocess.run([sys.executable, "-c", probe, json.dumps(environment)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+    assert vendor.marker_environment("linux-aarch64-musl", "3.11.0")["platform_machine"] == "aarch64"
 
 
 def test_arrange_puts_pure_wheels_once_in_any(tmp_path):
@@ -96,11 +121,11 @@ def test_arrange_puts_pure_wheels_once_in_any(tmp_path):
 
 def test_vendor_wheels_rejects_unknown_platforms(project):
     with pytest.raises(ReleaseError, match="unknown platform.*windows-x86_64.*add a platform there"):
-        vendor.vendor_wheels(project, load_definition(project), ["windows-x86_64"], pip=lambda args: None)
+        vendor.vendor_wheels(project, load_definition(project), ["windows-x86_64"], pip=lambda args, env: None)
 
 
 def test_pip_failure_is_reported(project):
-    def pip(args):
+    def pip(args, environment):
         raise ReleaseError("pip download failed (is the package index reachable?)")
 
     with pytest.raises(ReleaseError, match="index reachable"):
