@@ -10,18 +10,29 @@ up front keeps every later step safe.
 
 from __future__ import annotations
 
-import itertools
-import json
-import math
-import re
-from typing import Any
+import sys
 
 from cpi.errors import CpiError
 
 #: Deeper than any BOSH manifest nests (env, networks and cloud_properties stay under ~10).
 MAX_DEPTH = 64
-#: A JSON escape of a UTF-16 surrogate: the only way a string can carry one in UTF-8 input.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+#: The strings (bytes) a JSON escape of a UTF-16 surrogate starts with, once "\u" is found:
+#: the only way a string can carry one in UTF-8 input.
+_SURROGATE_HEADS = tuple(f"\\u{d}{x}".encode() for d in "dD" for x in "89abcdefABCDEF")
+_INFINITY = float("inf")
+
+# Start-up is on every call's path, and `info` must cost little more than the interpreter
+# (issue #12), so this module imports neither `json` nor `re` (~8 ms together on a cold
+# interpreter): it drives the C scanner and encoder of the `json` package (`_json`) directly,
+# exactly as json.loads/json.dumps do, and imports `json` or `re` only on the rare paths
+# (an error to describe, a request deep enough or with surrogates to check).
+try:
+    from _json import encode_basestring as _encode_basestring
+    from _json import encode_basestring_ascii as _encode_basestring_ascii
+    from _json import make_encoder as _make_encoder
+    from _json import make_scanner as _make_scanner
+except ImportError:  # an interpreter without the C accelerator: the json package's Python code
+    _make_scanner = _make_encoder = None
 
 
 class InvalidJSON(CpiError):
@@ -36,13 +47,13 @@ class _Refused(Exception):
     """Raised from inside the decoder's hooks; turned into a CpiError by `loads`."""
 
 
-def _constant(name: str) -> Any:
+def _constant(name: str):
     raise _Refused(f"{name} is not a JSON number")
 
 
 def _float(text: str) -> float:
     value = float(text)
-    if not math.isfinite(value):
+    if value in (_INFINITY, -_INFINITY):  # JSON has no NaN literal: only an overflow gets here
         raise _Refused(f"the number {text[:40]} is too large for a 64-bit float")
     return value
 
@@ -54,24 +65,92 @@ def _int(text: str) -> int:
         raise _Refused(f"an integer of {len(text)} digits is too large") from None
 
 
-def loads(data: bytes | str, what: str) -> Any:
+class _Context:
+    """What the scanner reads off a json.JSONDecoder: these hooks, nothing else."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = staticmethod(_float)
+    parse_int = staticmethod(_int)
+    parse_constant = staticmethod(_constant)
+    memo: dict = {}
+
+
+_scan_once = None
+_JSON_WHITESPACE = " \t\n\r"
+
+
+def _scanner():
+    global _scan_once
+    if _scan_once is None:
+        if _make_scanner is not None:
+            _scan_once = _make_scanner(_Context())
+        else:
+            import json
+
+            _scan_once = json.JSONDecoder(parse_constant=_constant, parse_float=_float, parse_int=_int).scan_once
+    return _scan_once
+
+
+def _scan(text: str, start: int):
+    try:
+        return _scanner()(text, start)
+    except SystemError:
+        # The C scanner raises json.decoder.JSONDecodeError for a syntax error, and (3.11)
+        # finds that class only among the modules already imported, else this SystemError.
+        # The error path may pay for importing json: import it and scan again.
+        if "json.decoder" in sys.modules:
+            raise
+        import json.decoder  # noqa: F401
+
+        return _scanner()(text, start)
+
+
+def _decode(text: str):
+    """json.loads(text) with this module's hooks: what json.loads and JSONDecoder.decode do,
+    step by step."""
+    if text.startswith("\ufeff"):
+        from json import JSONDecodeError
+
+        raise JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    start = len(text) - len(text.lstrip(_JSON_WHITESPACE))
+    try:
+        value, end = _scan(text, start)
+    except StopIteration as stop:
+        from json import JSONDecodeError
+
+        raise JSONDecodeError("Expecting value", text, stop.value) from None
+    rest = text[end:].lstrip(_JSON_WHITESPACE)
+    if rest:
+        from json import JSONDecodeError
+
+        raise JSONDecodeError("Extra data", text, len(text) - len(rest))
+    return value
+
+
+def loads(data: bytes | str, what: str):
     """Parse `data` (UTF-8) strictly; CpiError "<what> is not valid JSON: ..." otherwise."""
     if isinstance(data, bytes):
-        has_surrogates = _SURROGATE_ESCAPE.search(data) is not None
+        has_surrogates = b"\\u" in data and any(head in data for head in _SURROGATE_HEADS)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidJSON(what, f"not UTF-8 at byte {exc.start}") from None
     else:
         text = data
-        has_surrogates = _SURROGATE_ESCAPE.search(data.encode("utf-8", "surrogatepass")) is not None
-    if text_depth(text) > MAX_DEPTH:
+        encoded = data.encode("utf-8", "surrogatepass")
+        has_surrogates = b"\\u" in encoded and any(head in encoded for head in _SURROGATE_HEADS)
+    # a text with fewer brackets than the limit cannot nest deeper (the common case: no regex)
+    if text.count("[") + text.count("{") > MAX_DEPTH and text_depth(text) > MAX_DEPTH:
         raise InvalidJSON(what, f"nested deeper than {MAX_DEPTH} levels")
     try:
-        value = json.loads(text, parse_constant=_constant, parse_float=_float, parse_int=_int)
+        value = _decode(text)
     except _Refused as exc:
         raise InvalidJSON(what, str(exc)) from None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # json.JSONDecodeError
+        if not hasattr(exc, "lineno"):
+            raise
         raise InvalidJSON(what, f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise InvalidJSON(what, f"nested deeper than {MAX_DEPTH} levels") from None
@@ -80,26 +159,54 @@ def loads(data: bytes | str, what: str) -> Any:
     return value
 
 
-#: A JSON string (the unrolled form: each run of plain characters is one fast step) and the
-#: brackets outside strings, to measure nesting before the decoder recurses into it.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_BRACKETS = re.compile(r"[\[\]{}]")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-
-
 def text_depth(text: str) -> int:
     """How deep the brackets of a JSON text nest, strings aside (in C-speed passes)."""
-    brackets = _BRACKETS.findall(_STRING.sub("", text)) if "[" in text or "{" in text else []
-    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
+    import itertools
+    import re
+
+    if "[" not in text and "{" not in text:
+        return 0
+    # A JSON string (the unrolled form: each run of plain characters is one fast step), then
+    # the brackets outside strings.
+    brackets = re.findall(r"[\[\]{}]", re.sub(r'"[^"\\]*(?:\\.[^"\\]*)*"', "", text))
+    return max(itertools.accumulate(map({"[": 1, "{": 1, "]": -1, "}": -1}.__getitem__, brackets)), default=0)
 
 
-def _check_unicode(value: Any, what: str) -> None:
+def _check_unicode(value, what: str) -> None:
     try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        dumps_text(value).encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidJSON(what, "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff)") from None
 
 
-def dumps(value: Any) -> str:
+def _not_serializable(value):
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+def _encode(value, ensure_ascii: bool) -> str:
+    """json.dumps(value, allow_nan=False, ensure_ascii=ensure_ascii): the one-shot C path
+    json.JSONEncoder.encode takes."""
+    if _make_encoder is None:
+        import json
+
+        return json.dumps(value, allow_nan=False, ensure_ascii=ensure_ascii)
+    quote = _encode_basestring_ascii if ensure_ascii else _encode_basestring
+    if isinstance(value, str):
+        return quote(value)
+    encoder = _make_encoder({}, _not_serializable, quote, None, ": ", ", ", False, False, False)
+    return "".join(encoder(value, 0))
+
+
+def dumps(value) -> str:
     """Serialise for the wire: NaN and infinities raise ValueError instead of being written."""
-    return json.dumps(value, allow_nan=False)
+    return _encode(value, ensure_ascii=True)
+
+
+def dumps_text(value) -> str:
+    """As `dumps`, but non-ASCII characters written as they are (json.dumps(ensure_ascii=False))."""
+    return _encode(value, ensure_ascii=False)
+
+
+def quoted(text: str) -> str:
+    """A string as JSON writes it (json.dumps(text)), without importing json."""
+    return _encode(text, ensure_ascii=True)
