@@ -13,14 +13,15 @@ masking, so that a cut never leaves the head of a secret behind).
 
 from __future__ import annotations
 
-import functools
 import io
-import json
-import logging
-import re
 import sys
-from typing import Any
-from urllib.parse import quote
+import time
+
+from cpi import strict_json
+
+TYPE_CHECKING = False  # typing itself is not imported: it costs a few ms of every call
+if TYPE_CHECKING:
+    from typing import Any
 
 MASK = "<redacted>"
 _PLACEHOLDER = "\ue000"  # a private-use character: no secret worth masking contains it
@@ -33,28 +34,106 @@ SECRET_LAST_WORDS = {
 }
 #: ... or when any of its words is one of these (`password_hash`, `secret_access_key`).
 SECRET_ANY_WORDS = {"password", "passwd", "passphrase", "secret"}
-_WORDS = re.compile(r"[A-Za-z][a-z0-9]*|[0-9]+")
-#: What follows "://" when a URL carries a password: user:PASSWORD@. Neither part may hold
-#: a "/", so one look never runs past the next "://": finding them all is linear.
-URL_USERINFO = re.compile(r"[^/\s:@]{0,256}:([^/\s@]{1,1024})@")
-#: Words of a key that may make it secret (a quick look before splitting it into words).
-_SECRET_HINT = re.compile(r"pass|pwd|secret|token|key|cred|auth|cookie|pem|sign|psk", re.IGNORECASE)
-#: Characters that repr(), JSON and URL quoting all leave as they are.
-_PLAIN = re.compile(r"[A-Za-z0-9_.~-]*")
+#: Pieces of a key that may make it secret, lower case (a quick look before splitting it
+#: into words: every secret word holds one).
+_SECRET_HINTS = ("pass", "pwd", "secret", "token", "key", "cred", "auth", "cookie", "pem", "sign", "psk")
+_ASCII_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_DIGITS = frozenset("0123456789")
+_LOWER_OR_DIGIT = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+#: Characters that repr(), JSON and URL quoting all leave as they are (URL quoting's
+#: always-safe set).
+_PLAIN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.~-"
+_PLAIN_BYTES = frozenset(_PLAIN_CHARS.encode())
+#: The longest user and password of a URL's `user:PASSWORD@` that are looked at.
+_URL_USER_LIMIT = 256
+_URL_PASSWORD_LIMIT = 1024
 #: The longest log record or message kept (characters); longer ones are cut, marked.
 RECORD_LIMIT = 8192
+#: Logging's numbers for the levels a call logs at (CPI_LOG_LEVEL names them).
+DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
+LEVEL_NAMES = {DEBUG: "DEBUG", INFO: "INFO", WARNING: "WARNING", ERROR: "ERROR", 50: "CRITICAL"}
 
 #: The Redactor of the call in progress (one call per process), so that code far from the
 #: wire (validation messages) can mask a value before it cuts it short.
 active: Redactor | None = None
 
+# Everything here is on the path of every call, `info` included, whose whole budget is a
+# few milliseconds over the interpreter's start (issue #12): so no `re`, `json`, `logging`
+# or `urllib` at import. The patterns are spelt out with str methods (C speed all the same),
+# and the stdlib logging side of a call's log is in cpi.logbridge, attached on demand.
 
-@functools.lru_cache(maxsize=4096)
+
+def _words(key: str) -> list[str]:
+    """The words of a key, as the pattern `[A-Za-z][a-z0-9]*|[0-9]+` finds them: `jsonKey`
+    -> json, Key; `api_key2` -> api, key2; `KEY` -> K, E, Y."""
+    words, i, size = [], 0, len(key)
+    while i < size:
+        char = key[i]
+        if char in _ASCII_LETTERS:
+            follow = _LOWER_OR_DIGIT
+        elif char in _DIGITS:
+            follow = _DIGITS
+        else:
+            i += 1
+            continue
+        end = i + 1
+        while end < size and key[end] in follow:
+            end += 1
+        words.append(key[i:end])
+        i = end
+    return words
+
+
+_looks_secret_cache: dict[str, bool] = {}
+
+
 def looks_secret(key: str) -> bool:
-    if not _SECRET_HINT.search(key):
-        return False
-    words = [w.lower() for w in _WORDS.findall(key)]
-    return bool(words) and (words[-1] in SECRET_LAST_WORDS or any(w in SECRET_ANY_WORDS for w in words))
+    known = _looks_secret_cache.get(key)
+    if known is not None:
+        return known
+    lowered = key.lower()
+    answer = False
+    if any(hint in lowered for hint in _SECRET_HINTS):
+        words = [w.lower() for w in _words(key)]
+        answer = bool(words) and (words[-1] in SECRET_LAST_WORDS or any(w in SECRET_ANY_WORDS for w in words))
+    if len(_looks_secret_cache) >= 4096:
+        _looks_secret_cache.clear()
+    _looks_secret_cache[key] = answer
+    return answer
+
+
+def _has_space(text: str) -> bool:
+    """Whether `text` holds whitespace (what `\\s` matches: str.split's whitespace)."""
+    return bool(text) and text.split() != [text]
+
+
+def url_password(text: str, start: int) -> str | None:
+    """The password of `user:PASSWORD@` right at `start` (just after a "://"), if there is
+    one: a user of up to 256 characters without "/", ":", "@" or whitespace, then a password
+    of 1 to 1024 without "/", "@" or whitespace. Neither may hold a "/", so one look never
+    runs past the next "://": finding them all is linear."""
+    colon = text.find(":", start, start + _URL_USER_LIMIT + 1)
+    if colon == -1:
+        return None
+    user = text[start:colon]
+    if "/" in user or "@" in user or _has_space(user):
+        return None
+    at = text.find("@", colon + 1, colon + _URL_PASSWORD_LIMIT + 2)
+    if at <= colon + 1:
+        return None
+    password = text[colon + 1:at]
+    if "/" in password or _has_space(password):
+        return None
+    return password
+
+
+def url_quoted(text: str) -> str:
+    """urllib.parse.quote(text, safe=""): each UTF-8 byte outside the plain set as %XX."""
+    return "".join(chr(b) if b in _PLAIN_BYTES else f"%{b:02X}" for b in text.encode("utf-8"))
+
+
+def is_plain(text: str) -> bool:
+    return not text.strip(_PLAIN_CHARS)
 
 
 class Redactor:
@@ -75,9 +154,9 @@ class Redactor:
         if group is not None and secret in group:
             return
         forms = [secret]
-        if not _PLAIN.fullmatch(secret):
+        if not is_plain(secret):
             # the forms a secret takes when a message shows it through repr(), JSON or a URL
-            forms += [json.dumps(secret)[1:-1], repr(secret)[1:-1], quote(secret, safe="")]
+            forms += [strict_json.quoted(secret)[1:-1], repr(secret)[1:-1], url_quoted(secret)]
         for form in forms:
             if form:
                 self._by_length.setdefault(len(form), set()).add(form)
@@ -123,9 +202,9 @@ class Redactor:
         text the CPI quotes without having seen it before (an agent's log)."""
         start = text.find("://")
         while start != -1:
-            match = URL_USERINFO.match(text, start + 3)
-            if match:
-                self.add(match.group(1))
+            password = url_password(text, start + 3)
+            if password:
+                self.add(password)
             start = text.find("://", start + 3)
 
     def text(self, text: str, limit: int | None = None) -> str:
@@ -174,10 +253,10 @@ def shown(value: Any, limit: int = 80) -> str:
     and then cut to `limit` characters."""
     if isinstance(value, str):
         # control characters escaped: a cid with a newline must not forge a log line
-        text = value if value.isprintable() else json.dumps(value, ensure_ascii=False)[1:-1]
+        text = value if value.isprintable() else strict_json.dumps_text(value)[1:-1]
     else:
         try:
-            text = json.dumps(value, allow_nan=False)
+            text = strict_json.dumps(value)
         except (TypeError, ValueError, RecursionError):
             text = repr(value)
     redactor = active if active is not None else Redactor()
@@ -185,72 +264,78 @@ def shown(value: Any, limit: int = 80) -> str:
     return f"'{text}'" if isinstance(value, str) else text
 
 
-class _RedactingFormatter(logging.Formatter):
-    def __init__(self, redactor: Redactor, fmt: str):
-        super().__init__(fmt, datefmt="%Y-%m-%dT%H:%M:%S")
-        self.redactor = redactor
-
-    def format(self, record: logging.LogRecord) -> str:
-        return self.redactor.text(super().format(record), limit=RECORD_LIMIT)
-
-
-class _SafeStream(logging.StreamHandler):
-    """A stream handler that writes what it cannot encode escaped (a request may carry lone
-    surrogates) and never reports its own failures on top of the call's."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            message = self.format(record)
-            try:
-                self.stream.write(message + self.terminator)
-            except UnicodeEncodeError:
-                self.stream.write(message.encode("utf-8", "backslashreplace").decode("utf-8") + self.terminator)
-            self.flush()
-        except (OSError, ValueError):
-            return  # stderr closed: the response's `log` still carries the line
-        except Exception:  # noqa: BLE001 - a bad log call must not fail the CPI call
-            self.handleError(record)
+def write_line(stream, line: str) -> None:
+    """One log line on a text stream; what it cannot encode written escaped (a request may
+    carry lone surrogates). OSError and ValueError (a closed stream) are the caller's."""
+    try:
+        stream.write(line + "\n")
+    except UnicodeEncodeError:
+        stream.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+    stream.flush()
 
 
 class CallLog:
-    """The log of one CPI call: a `cpi` logger writing to stderr and to a buffer for `log`."""
+    """The log of one CPI call: every line to stderr and to a buffer for `log`, redacted.
+
+    Lines come from `emit` (the wire's own, with no import at all) and, once `attach`ed,
+    from the stdlib `logging` tree (every module's `logging.getLogger`), formatted the same."""
 
     FORMAT = "%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"
+    DATEFMT = "%Y-%m-%dT%H:%M:%S"
+    RECORD_LIMIT = RECORD_LIMIT
+    write_line = staticmethod(write_line)
 
-    def __init__(self, stderr: Any = None, level: int = logging.INFO):
+    def __init__(self, stderr=None, level: int = INFO, *, attach: bool = True):
         global active
         self.redactor = Redactor()
         active = self.redactor
         self.request_id = "-"
+        self.level = level
         self._buffer = io.StringIO()
-        self._handlers = []
-        fmt = _RedactingFormatter(self.redactor, self.FORMAT)
-        streams = [self._buffer]
+        self.streams = [self._buffer]
         stderr = stderr if stderr is not None else sys.stderr
         if stderr is not None:
-            streams.append(stderr)
-        for stream in streams:
-            handler = _SafeStream(stream)
-            handler.setFormatter(fmt)
-            handler.addFilter(self._stamp)
-            self._handlers.append(handler)
-        root = logging.getLogger()
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in self._handlers:
-            root.addHandler(handler)
-        root.setLevel(logging.WARNING)  # third-party libraries: warnings and worse only
-        logging.getLogger("cpi").setLevel(level)
-        logging.captureWarnings(True)
+            self.streams.append(stderr)
+        self._handlers: list = []
+        if attach:
+            self.attach()
 
-    def _stamp(self, record: logging.LogRecord) -> bool:
-        record.request_id = self.request_id
-        return True
+    def attach(self) -> None:
+        """Route the `logging` tree into this log (third-party libraries: warnings and worse)."""
+        if not self._handlers:
+            from cpi import logbridge
+
+            self._handlers = logbridge.install(self)
+
+    def line(self, created: float, levelname: str, name: str, message: str) -> str:
+        """A record as it is written: FORMAT, then masked and cut to RECORD_LIMIT."""
+        asctime = time.strftime(self.DATEFMT, time.localtime(created))
+        text = self.FORMAT % {"asctime": asctime, "levelname": levelname, "request_id": self.request_id,
+                              "name": name, "message": message}
+        return self.redactor.text(text, limit=RECORD_LIMIT)
+
+    def emit(self, level: int, name: str, message: str) -> None:
+        """Log `message` under logger `name` (a `cpi.*` one) at `level`, without `logging`."""
+        if level < self.level:
+            return
+        text = self.line(time.time(), LEVEL_NAMES[level], name, message)
+        for stream in self.streams:
+            try:
+                write_line(stream, text)
+            except (OSError, ValueError):
+                continue  # stderr closed: the response's `log` still carries the line
 
     def set_level(self, level: int) -> None:
-        logging.getLogger("cpi").setLevel(level)
+        self.level = level
+        if self._handlers:
+            import logging
+
+            logging.getLogger("cpi").setLevel(level)
 
     def text(self) -> str:
-        for handler in self._handlers:
-            handler.flush()
+        for stream in self.streams:
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
         return self.redactor.text(self._buffer.getvalue())

@@ -111,3 +111,80 @@ def test_strict_json_accepts_what_the_director_sends():
         {"a": [1, 2.5, "\U0001F600", None, True]}
     with pytest.raises(ValueError):
         strict_json.dumps({"a": float("nan")})
+
+
+# ---------------------------------------------------------------- the patterns, spelt out
+#
+# cpi.logs is on `info`'s path and must not import `re` (issue #12): its patterns are spelt
+# out with str methods. These are the patterns they stand for, checked against them.
+
+import re  # noqa: E402
+import urllib.parse  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from cpi import logs  # noqa: E402
+
+WORDS = re.compile(r"[A-Za-z][a-z0-9]*|[0-9]+")
+SECRET_HINT = re.compile(r"pass|pwd|secret|token|key|cred|auth|cookie|pem|sign|psk", re.IGNORECASE)
+URL_USERINFO = re.compile(r"[^/\s:@]{0,256}:([^/\s@]{1,1024})@")
+PLAIN = re.compile(r"[A-Za-z0-9_.~-]*")
+KEY_CHARS = st.sampled_from(list("aAbKkeyYpPwdsSTtoknr_-.0129 :/@\t\u212a\u017f\u0130\xa0\u2028é"))
+
+
+def looks_secret_by_pattern(key: str) -> bool:
+    if not SECRET_HINT.search(key):
+        return False
+    words = [w.lower() for w in WORDS.findall(key)]
+    return bool(words) and (words[-1] in logs.SECRET_LAST_WORDS or any(w in logs.SECRET_ANY_WORDS for w in words))
+
+
+@settings(max_examples=3000, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.one_of(KEY_CHARS, st.sampled_from(["pass", "Word", "token", "KEY", "Secret", "auth", "Id", "api"])),
+                max_size=8).map("".join))
+def test_looks_secret_is_its_pattern(key):
+    assert logs._words(key) == WORDS.findall(key)
+    assert looks_secret(key) == looks_secret_by_pattern(key)
+
+
+@settings(max_examples=3000, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.one_of(KEY_CHARS, st.sampled_from(["://", "x" * 250, "y" * 1020, "@", ":"])), max_size=12).map("".join))
+def test_url_passwords_are_their_pattern(text):
+    start = text.find("://")
+    while start != -1:
+        match = URL_USERINFO.match(text, start + 3)
+        assert logs.url_password(text, start + 3) == (match.group(1) if match else None)
+        start = text.find("://", start + 3)
+
+
+@settings(max_examples=2000, derandomize=True, database=None, deadline=None)
+@given(st.text(max_size=20))
+def test_plain_and_url_quoted_are_what_urllib_and_the_pattern_say(text):
+    assert logs.is_plain(text) == bool(PLAIN.fullmatch(text))
+    try:
+        expected = urllib.parse.quote(text, safe="")
+    except UnicodeEncodeError:
+        with pytest.raises(UnicodeEncodeError):
+            logs.url_quoted(text)
+    else:
+        assert logs.url_quoted(text) == expected
+
+
+def test_a_line_the_call_log_emits_is_the_line_logging_writes():
+    """The wire's own lines (CallLog.emit, no `logging`) and every module's (`logging`,
+    once attached) are formatted, masked and cut alike."""
+    import io
+    import logging
+
+    stream = io.StringIO()
+    call_log = logs.CallLog(stream)
+    call_log.redactor.add("pw-77")
+    call_log.request_id = "cpi-pw-77"
+    message = "said pw-77 and " + "x" * 9000  # cut to RECORD_LIMIT
+    call_log.emit(logs.INFO, "cpi.rpc", message)
+    logging.getLogger("cpi.rpc").info("%s", message)
+    call_log.emit(logs.DEBUG, "cpi.rpc", "below the level")
+    first, second = call_log.text().splitlines()
+    assert first[19:] == second[19:] and "pw-77" not in first  # past the timestamps
+    assert first.endswith("characters in all)") and stream.getvalue() == call_log._buffer.getvalue()
