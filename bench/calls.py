@@ -252,22 +252,13 @@ def report(sections: list[Section], floor: float) -> None:
                   f"{median / floor:7.2f}x  {len(row.times)}" + (f"   ({row.note})" if row.note else ""))
 
 
-def bin_cpi_argv(checkout: Checkout, config: Path, *flags: str) -> list[str]:
-    """The interpreter command line bin/cpi execs (read from its `exec "$py" ...` line), with
-    `flags` added after the interpreter."""
-    import shlex
-
-    line = next(line for line in checkout.bin_cpi.read_text().splitlines() if line.strip().startswith('exec "$py"'))
-    words = shlex.split(line.strip())[1:]
-    python = str(checkout.root / ".venv" / "bin" / "python")
-    replace = {"$py": python, "$root": str(checkout.root), "$@": str(config)}
-    return [python, *flags] + [replace.get(word, word) for word in words[1:]]
-
-
 def importtime(checkout: Checkout, config: Path, method: str, *arguments) -> None:
     """The slowest top-level imports of one call, as bin/cpi runs it."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support.runner import bin_cpi_argv
+
     request = json.dumps({"method": method, "arguments": list(arguments), "context": CONTEXT}).encode()
-    argv = bin_cpi_argv(checkout, config, "-X", "importtime")
+    argv = bin_cpi_argv(config, "-X", "importtime", bin_cpi=checkout.bin_cpi)
     proc = subprocess.run(argv, input=request, capture_output=True, env=checkout.env, cwd="/")
     rows = []
     for line in proc.stderr.decode().splitlines():

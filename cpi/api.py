@@ -16,12 +16,10 @@ from cpi.clouds.base import Cloud
 from cpi.config import Config
 from cpi.logs import shown
 from cpi.models import CallContext, Network, VMResources
+from cpi.raw_config import API_VERSION, info_result  # noqa: F401 - API_VERSION: callers know it as api.API_VERSION
 from cpi.validation import describe
 
 log = logging.getLogger(__name__)
-
-#: The highest CPI API version this CPI speaks (3: create_stemcell takes env.tags).
-API_VERSION = 3
 
 Cid = Annotated[StrictStr, StringConstraints(min_length=1)]
 Props = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
@@ -152,8 +150,7 @@ def _v2(call: Call) -> bool:
 
 @method
 def info(call: Call) -> dict[str, Any]:
-    reported = min(API_VERSION, call.config.debug.cpi.api_version or API_VERSION)
-    return {"stemcell_formats": list(call.cloud_class.stemcell_formats), "api_version": reported}
+    return info_result(call.cloud_class.stemcell_formats, call.config.debug.cpi.api_version)
 
 
 @method

@@ -19,11 +19,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cpi import strict_json
 from cpi.audit import AuditConfig
 from cpi.backoff import ThrottleConfig
 from cpi.errors import CpiError
 from cpi.models import AgentConfig
+from cpi.raw_config import info_result, read_file  # noqa: F401 - read_file: callers know it as config.read_file
 from cpi.validation import describe
 
 log = logging.getLogger(__name__)
@@ -72,22 +72,6 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
 
 
-def read_file(path: str | None) -> dict:
-    """The raw cpi.json (or {} for none: the local cloud with its defaults), parsed as
-    strictly as a request (UTF-8, no NaN, bounded nesting)."""
-    if not path:
-        return {}
-    try:
-        with open(path, "rb") as handle:
-            content = handle.read()
-    except OSError as exc:
-        raise CpiError(f"cannot read config file '{path}': {exc.strerror}") from None
-    data = strict_json.loads(content, f"config file '{path}'")
-    if not isinstance(data, dict):
-        raise CpiError(f"config file '{path}' must hold a JSON object, not {type(data).__name__}")
-    return data
-
-
 def _overrides(plugin: str, cloud_class: type, context: dict) -> dict:
     """The context keys that may override this cloud's properties for one call; keys that
     name a property only the config file may set (a command, a path) are left out, and
@@ -112,14 +96,39 @@ def _section(model: type[BaseModel], data: dict, name: str) -> Any:
         raise CpiError(f"invalid config: {describe(exc, f'cloud.properties.{name}')}") from None
 
 
+def _file(raw: dict) -> _File:
+    try:
+        return _File.model_validate(raw)
+    except ValidationError as exc:
+        raise CpiError(f"invalid config: {describe(exc)}") from None
+
+
+def info(raw: dict) -> dict:
+    """`info`'s result for a built-in plugin, through the models: what cpi.raw_config.info
+    answers for the plain shapes, and the same coercions and errors as `build` for the rest
+    of what it reads (cloud.plugin, cloud.properties.debug); nothing else is looked at."""
+    from cpi.clouds import builtin_stemcell_formats
+
+    file = _file(raw)
+    formats = builtin_stemcell_formats(file.cloud.plugin)
+    if formats is None:
+        return build_info(raw)
+    debug = _section(DebugConfig, file.cloud.properties.get("debug") or {}, "debug")
+    return info_result(formats, debug.cpi.api_version)
+
+
+def build_info(raw: dict) -> dict:
+    """`info` of a third-party plugin: its formats are on its class, and its whole config is
+    checked, as before `info` had a path of its own."""
+    cfg = build(raw)
+    return info_result(cfg.cloud_class.stemcell_formats, cfg.debug.cpi.api_version)
+
+
 def build(raw: dict, context: dict | None = None) -> Config:
     """Validate `raw` for its plugin, with `context` overrides applied."""
     from cpi.clouds import load_cloud
 
-    try:
-        file = _File.model_validate(raw)
-    except ValidationError as exc:
-        raise CpiError(f"invalid config: {describe(exc)}") from None
+    file = _file(raw)
     plugin = file.cloud.plugin
     cloud_class = load_cloud(plugin)
     section = file.cloud.properties.get(plugin, {})

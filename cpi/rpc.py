@@ -8,33 +8,33 @@ anything else. Tracebacks go to `log` and stderr only.
 
 from __future__ import annotations
 
-import logging
 import os
-import reprlib
 import sys
 import time
-import traceback
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from cpi import errors, strict_json
-from cpi.logs import CallLog, shown
-from cpi.validation import describe
+from cpi.logs import DEBUG, ERROR, INFO, WARNING, CallLog, shown
 
-log = logging.getLogger("cpi.rpc")
+TYPE_CHECKING = False  # not `typing`: it costs a few ms of every call
+if TYPE_CHECKING:
+    from typing import Any
+
+# Start-up is on every call's path, and `info` runs before every director operation (issue
+# #12: `info` within 2x the bare interpreter's start). So this module imports nothing at
+# module level beyond the envelope's own light modules: `info` for a built-in cloud is
+# answered from the raw config without `logging`, pydantic or the cloud; every other call
+# attaches `logging` and imports the models and its cloud once it knows it needs them.
 
 
-class Request(BaseModel):
+class Request:
     """The request envelope. `api_version` is top level; absent means 1 (the director omits
-    it for `info`). `arguments` may be omitted for methods that take none."""
+    it for `info`). `arguments` may be omitted for methods that take none; other keys are
+    allowed (and ignored)."""
 
-    model_config = ConfigDict(extra="allow")
+    __slots__ = ("method", "arguments", "context", "api_version")
 
-    method: StrictStr
-    arguments: list[Any] = Field(default_factory=list)
-    context: dict[str, Any] = Field(default_factory=dict)
-    api_version: StrictInt | None = None
+    def __init__(self, method: str, arguments: list, context: dict, api_version: int | None):
+        self.method, self.arguments, self.context, self.api_version = method, arguments, context, api_version
 
 
 def parse_request(raw: bytes) -> Request:
@@ -53,12 +53,37 @@ def parse_request(raw: bytes) -> Request:
             raise errors.CpiError(
                 f"Must provide '{key}' as a JSON {_json_kind(kind())}, not a JSON {_json_kind(data[key])}"
             )
-    if data.get("context") is None:
-        data.pop("context", None)
-    try:
-        return Request.model_validate(data)
-    except ValidationError as exc:
-        raise errors.CpiError(f"invalid request: {describe(exc)}") from None
+    context = data.get("context")
+    api_version = data.get("api_version")
+    problems = _type_problems([("method", data["method"], str, "string", False),
+                               ("api_version", api_version, int, "integer", True)])
+    if problems:
+        raise errors.CpiError(f"invalid request: {problems}")
+    return Request(data["method"], data.get("arguments", []), {} if context is None else context, api_version)
+
+
+#: The context's fields the CPI reads: name -> (JSON type, its name in messages).
+CONTEXT_FIELDS = {"director_uuid": (str, "string"), "request_id": (str, "string"), "vm": (dict, "dictionary")}
+
+
+def check_context(context: dict) -> None:
+    """The context's known fields are null or of their type (unknown keys are kept: they
+    may override config)."""
+    problems = _type_problems([(f"context.{name}", context.get(name), kind, kind_name, True)
+                               for name, (kind, kind_name) in CONTEXT_FIELDS.items()])
+    if problems:
+        raise errors.CpiError(f"invalid context: {problems}")
+
+
+def _type_problems(fields: list) -> str:
+    """`a: Input should be a valid string (got 5); b: ...` for each (name, value, type,
+    type's name, may be null) whose value is not of that type (a bool is not an integer),
+    in pydantic's words, as every other invalid field is reported."""
+    problems = []
+    for name, value, kind, kind_name, nullable in fields:
+        if type(value) is not kind and not (nullable and value is None):
+            problems.append(f"{name}: Input should be a valid {kind_name} (got {shown(value)})")
+    return "; ".join(problems)
 
 
 def _json_kind(value: Any) -> str:
@@ -70,25 +95,34 @@ def _json_kind(value: Any) -> str:
 
 def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
     """Everything between the bytes read and the result; raises the cpi.errors types."""
-    from cpi import api, backoff, config
-    from cpi.models import CallContext
+    from cpi import raw_config
 
-    raw_config = config.read_file(config_path)
-    call_log.redactor.collect(raw_config)
+    config_data = raw_config.read_file(config_path)
+    call_log.redactor.collect(config_data)
     request = parse_request(raw)
     call_log.redactor.collect(request.arguments)
     call_log.redactor.collect(request.context)
-    try:
-        context = CallContext.model_validate(request.context)
-    except ValidationError as exc:
-        raise errors.CpiError(f"invalid context: {describe(exc, 'context')}") from None
-    call_log.request_id = shown(context.request_id, 64)[1:-1] if context.request_id else "-"
+    check_context(request.context)
+    request_id = request.context.get("request_id")
+    call_log.request_id = shown(request_id, 64)[1:-1] if request_id else "-"
     api_version = request.api_version if request.api_version is not None else 1
-    log.info("%s (api_version %d, %d arguments)", shown(request.method, 64), api_version, len(request.arguments))
+    call_log.emit(INFO, "cpi.rpc", f"{shown(request.method, 64)} (api_version {api_version}, "
+                                   f"{len(request.arguments)} arguments)")
     # `info` answers the same whatever the context says: the director asks it before it
     # knows which cpi-config applies, and a context must not be able to make it fail.
-    overrides = None if request.method == "info" else request.context
-    cfg = config.build(raw_config, overrides)
+    if request.method == "info" and not request.arguments:
+        answer = raw_config.info(config_data)
+        if answer is not None:
+            return answer
+    call_log.attach()
+    enable_site_packages()
+    from cpi import api, backoff, config
+    from cpi.models import CallContext
+
+    if request.method == "info" and not request.arguments:
+        return config.info(config_data)
+    context = CallContext.model_validate(request.context)
+    cfg = config.build(config_data, request.context)
     backoff.configure(cfg.throttle)
     call = api.Call(
         method=request.method,
@@ -100,7 +134,19 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
     return api.dispatch(call, request.arguments)
 
 
-LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+def enable_site_packages() -> None:
+    """For an interpreter started with -S (bin/cpi): run `site` now, as a plain start would
+    have (the venv's site-packages and their .pth files; sys.prefix the venv's). Skipping it
+    at start-up is what lets `info` finish before `site` alone would have (~10 ms: .pth files,
+    the checkout's editable finder, the pathlib it imports); a call that needs the
+    dependencies pays for it here, ~1-2 ms once pathlib is loaded, which it needs anyway."""
+    if sys.flags.no_site:
+        import site
+
+        site.main()
+
+
+LOG_LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}
 
 #: The longest error message put on the wire (characters); the log has the rest.
 MESSAGE_LIMIT = 4096
@@ -113,7 +159,7 @@ def _log_level() -> int:
     return LOG_LEVELS[name]
 
 
-def _read_all(fd: int) -> bytes:
+def _read_all(fd: int, call_log: CallLog) -> bytes:
     """All of stdin. A closed or unreadable stdin reads as empty (and gets the empty-stdin
     error), never a traceback."""
     chunks = []
@@ -123,7 +169,7 @@ def _read_all(fd: int) -> bytes:
         except InterruptedError:
             continue
         except OSError as exc:
-            log.warning("cannot read stdin: %s", exc.strerror)
+            call_log.emit(WARNING, "cpi.rpc", f"cannot read stdin: {exc.strerror}")
             break
         if not chunk:
             break
@@ -135,25 +181,27 @@ def serve_once(stdin_fd: int, stdout_fd: int, config_path: str | None) -> int:
     """Answer one request. Whatever is raised, at whatever point (a bug, a RecursionError,
     an interrupt), the caller gets one response; and once the cloud has acted, its result
     is in that response."""
-    call_log = CallLog(sys.stderr)
+    call_log = CallLog(sys.stderr, attach=False)
     started = time.monotonic()
     result, error = None, None
     try:
         call_log.set_level(_log_level())
-        result = handle(_read_all(stdin_fd), config_path, call_log)
+        result = handle(_read_all(stdin_fd, call_log), config_path, call_log)
     except errors.BoshError as exc:
         error = exc
     except BaseException as exc:  # noqa: BLE001 - the wire must get a response whatever happened
-        error = _unexpected(exc)
+        error = _unexpected(exc, call_log)
     if error is not None:
-        log.error("%s: %s", error.wire_type, error.message)
-    log.info("done in %.3fs", time.monotonic() - started)
+        call_log.emit(ERROR, "cpi.rpc", f"{error.wire_type}: {error.message}")
+    call_log.emit(INFO, "cpi.rpc", f"done in {time.monotonic() - started:.3f}s")
     _write(stdout_fd, result, error, call_log)
     return 0
 
 
-def _unexpected(exc: BaseException) -> errors.BoshError:
-    log.error("unexpected error:\n%s", traceback.format_exc())
+def _unexpected(exc: BaseException, call_log: CallLog) -> errors.BoshError:
+    import traceback
+
+    call_log.emit(ERROR, "cpi.rpc", f"unexpected error:\n{traceback.format_exc()}")
     return errors.CloudError(f"unexpected {type(exc).__name__}: {exc} (traceback in the CPI log)")
 
 
@@ -169,6 +217,8 @@ def _write(fd: int, result: Any, error: errors.BoshError | None, call_log: CallL
     try:
         data = strict_json.dumps({"result": result, "error": wire_error, "log": log_text})
     except (TypeError, ValueError, RecursionError) as exc:  # a cloud returned something JSON cannot hold
+        import reprlib
+
         message = redactor.text(f"the CPI produced a result that is not JSON ({exc}): {reprlib.repr(result)}", limit=MESSAGE_LIMIT)
         wire_error = errors.CloudError(message).to_wire()
         data = strict_json.dumps({"result": None, "error": wire_error, "log": log_text})
@@ -209,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     if len(argv) > 1:
-        call_log = CallLog(sys.stderr)
+        call_log = CallLog(sys.stderr, attach=False)
         error = errors.CpiError(f"usage: cpi [CONFIG_PATH] (got {len(argv)} arguments)")
         _write(response_fd, None, error, call_log)
         return 0

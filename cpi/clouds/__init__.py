@@ -6,11 +6,11 @@ import its SDK at module level, so `info` never pays for boto3 or openstacksdk.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
+import os
 
 from cpi.errors import CpiError
 
+TYPE_CHECKING = False  # not `typing`: `info` imports this module, and typing costs ms
 if TYPE_CHECKING:
     from cpi.clouds.base import Cloud
 
@@ -22,8 +22,26 @@ BUILTIN = {
     "openstack": "cpi.clouds.openstack:OpenStackCloud",
 }
 
+#: What `info` reports for each built-in cloud (its class's `stemcell_formats`), here so
+#: that `info` need not import the cloud, nor pydantic with it.
+STEMCELL_FORMATS = {
+    "local": ["dummy", "local-raw", "local-light"],
+    "aws": ["aws-raw", "aws-light"],
+    "openstack": ["openstack-raw", "openstack-qcow2", "openstack-light"],
+}
+
+
+def builtin_stemcell_formats(name: str) -> list[str] | None:
+    """The stemcell formats of built-in cloud `name` if it is in this build, else None."""
+    formats = STEMCELL_FORMATS.get(name)
+    if formats is None or not os.path.isfile(os.path.join(os.path.dirname(__file__), name, "__init__.py")):
+        return None
+    return formats
+
 
 def _import(target: str):
+    import importlib
+
     module_name, _, attr = target.partition(":")
     return getattr(importlib.import_module(module_name), attr)
 

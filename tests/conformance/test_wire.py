@@ -118,25 +118,35 @@ def test_extra_command_line_arguments_are_an_error(config):
 
 
 @pytest.mark.parametrize(
-    "content, words",
+    "content, words, info_reads_it",
     [
-        ("{not json", "not valid JSON"),
-        ('["a"]', "must hold a JSON object"),
-        ('{"cloud": {"plugin": "nimbus"}}', "unknown cloud plugin 'nimbus'; available: aws, local, openstack"),
-        ('{"cloud": {"plugin": "local", "properties": {"local": {"state_dir": 5}}}}', "cloud.properties.local.state_dir"),
-        ('{"cloud": {"plugin": "local", "properties": {"local": {"stat_dir": "/tmp/x"}}}}', "cloud.properties.local.stat_dir: unknown property"),
-        ('{"cloud": {"plugin": "local", "properties": {"agent": {"ntp": "pool.ntp.org"}}}}', "cloud.properties.agent.ntp"),
-        ('{"cloud": {"plugin": "local", "properties": {"local": {"faults": [{"times": 1}]}}}}', "cloud.properties.local.faults[0].method: Field required"),
-        ('{"clouds": {}}', "clouds: unknown property"),
+        ("{not json", "not valid JSON", True),
+        ('["a"]', "must hold a JSON object", True),
+        ('{"cloud": {"plugin": "nimbus"}}', "unknown cloud plugin 'nimbus'; available: aws, local, openstack", True),
+        ('{"cloud": {"plugin": 5}}', "cloud.plugin: Input should be a valid string", True),
+        ('{"cloud": {"properties": {"debug": {"cpi": {"api_version": "three"}}}}}', "cloud.properties.debug.cpi.api_version", True),
+        ('{"cloud": {"plugin": "local", "properties": {"local": {"state_dir": 5}}}}', "cloud.properties.local.state_dir", False),
+        ('{"cloud": {"plugin": "local", "properties": {"local": {"stat_dir": "/tmp/x"}}}}', "cloud.properties.local.stat_dir: unknown property", False),
+        ('{"cloud": {"plugin": "local", "properties": {"agent": {"ntp": "pool.ntp.org"}}}}', "cloud.properties.agent.ntp", False),
+        ('{"cloud": {"plugin": "local", "properties": {"local": {"faults": [{"times": 1}]}}}}', "cloud.properties.local.faults[0].method: Field required", False),
+        ('{"clouds": {}}', "clouds: unknown property", True),
     ],
 )
-def test_bad_config_names_the_field(tmp_path, content, words):
+def test_bad_config_names_the_field(tmp_path, content, words, info_reads_it):
+    """Every call that uses the config names what is wrong in it. `info` reads only the
+    plugin and debug.cpi.api_version (it runs before every operation and must stay cheap,
+    issue #12): a mistake elsewhere is named by the next call, not by `info`."""
     path = tmp_path / "cpi.json"
     path.write_text(content)
-    response = run_raw(b'{"method":"info","arguments":[],"context":{}}', path)
+    response = run_raw(b'{"method":"has_vm","arguments":["vm-1"],"context":{}}', path)
     assert response.returncode == 0
     assert response.error["type"] == "Bosh::Clouds::CpiError"
     assert words in response.error["message"]
+    info = run_raw(b'{"method":"info","arguments":[],"context":{}}', path)
+    if info_reads_it:
+        assert info.error["type"] == "Bosh::Clouds::CpiError" and words in info.error["message"]
+    else:
+        assert info.doc["result"]["stemcell_formats"] == ["dummy", "local-raw", "local-light"]
 
 
 def test_missing_config_file(tmp_path):

@@ -91,3 +91,24 @@ class Cpi:
     def __call__(self, method: str, *arguments: Any, **kw: Any) -> Any:
         """Call and return the result, failing the test on an error response."""
         return self.call(method, *arguments, **kw).result
+
+
+def bin_cpi_argv(config_path: Path | str | None, *flags: str, bin_cpi: Path = BIN_CPI) -> list[str]:
+    """The interpreter command line bin/cpi execs (read off its `exec "$py" ...` line, with
+    the checkout's .venv), `flags` added after the interpreter: to look inside a call as
+    bin/cpi makes it (`-X importtime`, say)."""
+    import shlex
+
+    line = next(line.strip() for line in bin_cpi.read_text().splitlines() if line.strip().startswith('exec "$py"'))
+    root = bin_cpi.resolve().parents[1]
+    python = str(root / ".venv" / "bin" / "python")
+    config = [str(config_path)] if config_path else []
+    argv = [python, *flags]
+    for word in shlex.split(line)[2:]:
+        argv += config if word == "$@" else [str(root) if word == "$root" else word]
+    return argv
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """The modules a `python -X importtime` run imported, from its stderr."""
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}

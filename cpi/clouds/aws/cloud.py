@@ -17,6 +17,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 
+from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import BoshError, DiskNotFound, VMNotFound
 from cpi.models import Network, VMResources
@@ -53,7 +54,7 @@ def _boundary(method: F) -> F:
 
 class AwsCloud(Cloud):
     name = "aws"
-    stemcell_formats: ClassVar[list[str]] = ["aws-raw", "aws-light"]
+    stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["aws"]
     Properties = AwsProperties
     #: Not lock_dir or ca_cert_file (paths), nor slim_models (how the CPI loads itself).
     context_overrides = frozenset({

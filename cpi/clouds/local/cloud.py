@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cpi import agent_env, audit, plan
+from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import CloudError, CpiError, DiskNotAttached, DiskNotFound, NotSupported, VMCreationFailed, VMNotFound
 from cpi.failpoints import reached
@@ -59,7 +60,7 @@ def _then_collect_stale_locks(method):
 
 class LocalCloud(Cloud):
     name = "local"
-    stemcell_formats = ["dummy", "local-raw", "local-light"]
+    stemcell_formats = STEMCELL_FORMATS["local"]
     Properties = LocalProperties
     cloud_property_models = {"vm_type": VMCloudProperties, "disk_type": DiskCloudProperties}
 

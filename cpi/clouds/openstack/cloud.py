@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
+from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import BoshError
 from cpi.models import Network, VMResources
@@ -59,7 +60,7 @@ def _boundary(method: F) -> F:
 
 class OpenStackCloud(Cloud):
     name = "openstack"
-    stemcell_formats: ClassVar[list[str]] = ["openstack-raw", "openstack-qcow2", "openstack-light"]
+    stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["openstack"]
     Properties = OpenStackProperties
     #: Not ca_cert (PEM text or a file's path), ssl_verify (switching TLS checks off is the
     #: operator's call), token_cache or token_cache_dir (what the CPI writes, and where).
