@@ -46,7 +46,7 @@ class Network(BaseModel):
     """One entry of create_vm's `networks`. Unknown keys are kept: the agent gets the
     networks verbatim (`wire()`), the clouds read the typed fields."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     type: Literal["manual", "dynamic", "vip"] = "manual"
     ip: str | None = None
@@ -82,7 +82,7 @@ class Network(BaseModel):
 class VMResources(BaseModel):
     """calculate_vm_cloud_properties' argument: what an instance group asks for."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     cpu: StrictInt = Field(..., ge=1, description="Virtual CPUs")
     ram: StrictInt = Field(..., ge=1, description="Memory in MiB")

@@ -389,7 +389,7 @@ class StemcellCloudProperties(BaseModel):
     """stemcell.MF cloud_properties (create_stemcell's second argument). Stemcell builders
     add keys over time, so unknown keys are kept and ignored (logged), not refused."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     name: str | None = Field(None, description="Stemcell name (becomes the image description).")
     version: str | int | float | None = Field(None, description="Stemcell version.")

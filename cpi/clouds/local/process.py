@@ -16,8 +16,6 @@ import errno
 import logging
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -82,6 +80,8 @@ def mbus_endpoint(mbus: str | None) -> tuple[str, int] | None:
 
 
 def port_open(endpoint: tuple[str, int]) -> bool:
+    import socket  # here, not at the top: only the methods that start a VM need it
+
     try:
         with socket.create_connection(endpoint, timeout=0.2):
             return True
@@ -118,6 +118,8 @@ def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None, boot
     argv = [*command, "-b", str(base), "-P", "dummy", "-M", "dummy", "-C", str(base / "agent.json")]
     env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "TMPDIR": str(base), MARKER: str(base)}
     log.info("starting VM process: %s", " ".join(argv))
+    import subprocess  # here, not at the top: most calls start no process (~3 ms of imports)
+
     # the agent's output may quote its settings: private, as every file of the VM
     with os.fdopen(open_nofollow(base / "agent.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
         try:

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
+from cpi.models import StrictModel
+
 
 def default_state_dir() -> Path:
     """~/.local/state/bosh-cpi/local, resolved through the password database when HOME is
@@ -14,10 +16,8 @@ def default_state_dir() -> Path:
     return Path.home() / ".local" / "state" / "bosh-cpi" / "local"
 
 
-class Fault(BaseModel):
+class Fault(StrictModel):
     """One injected fault, so operators can exercise their director's retry paths."""
-
-    model_config = ConfigDict(extra="forbid")
 
     method: str = Field(..., description="CPI method name the fault applies to, e.g. create_vm.")
     times: StrictInt | None = Field(
@@ -69,16 +69,12 @@ class LocalProperties(BaseModel):
         return value
 
 
-class EphemeralDisk(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class EphemeralDisk(StrictModel):
     size: StrictInt = Field(..., ge=0, description="Ephemeral disk size in MiB (0: none).")
 
 
-class VMCloudProperties(BaseModel):
+class VMCloudProperties(StrictModel):
     """vm_type cloud_properties for the local cloud (recorded; the VM process is not limited)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     cpu: StrictInt = Field(1, ge=1, description="Virtual CPUs (recorded only).")
     ram: StrictInt = Field(1024, ge=1, description="Memory in MiB (recorded only).")
@@ -87,10 +83,8 @@ class VMCloudProperties(BaseModel):
     )
 
 
-class DiskCloudProperties(BaseModel):
+class DiskCloudProperties(StrictModel):
     """disk_type cloud_properties for the local cloud."""
-
-    model_config = ConfigDict(extra="forbid")
 
     type: Literal["sparse", "preallocated"] = Field(
         "sparse", description="sparse: a file with holes; preallocated: blocks reserved up front."

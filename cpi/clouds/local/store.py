@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from cpi.errors import CpiError
 from cpi.failpoints import reached
@@ -40,7 +40,14 @@ def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class StemcellRecord(BaseModel):
+class _Record(BaseModel):
+    """A resource's record file. Each call reads one or two kinds: a schema is built the
+    first time its kind is read or written, not by every call that imports the store."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class StemcellRecord(_Record):
     stemcell_cid: str
     cloud_properties: dict[str, Any] = {}
     tags: dict[str, str] = {}
@@ -51,7 +58,7 @@ class StemcellRecord(BaseModel):
     created_at: str = Field(default_factory=now)
 
 
-class VMRecord(BaseModel):
+class VMRecord(_Record):
     vm_cid: str
     agent_id: str
     stemcell_cid: str
@@ -68,7 +75,7 @@ class VMRecord(BaseModel):
     created_at: str = Field(default_factory=now)
 
 
-class DiskRecord(BaseModel):
+class DiskRecord(_Record):
     disk_cid: str
     size: int  # MiB
     cloud_properties: dict[str, Any] = {}
@@ -78,7 +85,7 @@ class DiskRecord(BaseModel):
     created_at: str = Field(default_factory=now)
 
 
-class SnapshotRecord(BaseModel):
+class SnapshotRecord(_Record):
     snapshot_cid: str
     disk_cid: str
     size: int
