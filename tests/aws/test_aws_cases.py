@@ -369,6 +369,19 @@ def test_attach_waits_while_the_old_vm_lets_go(cpi, make_cpi, account, xen_vm):
     cpi("delete_disk", disk_cid)
 
 
+def test_throttling_keeps_the_retry_budget_when_volume_in_use_timeout_is_short(cpi, make_cpi, account):
+    """volume_in_use_timeout bounds waiting for a dying VM to let go, not throttling: a
+    storm of several directors made delete_disk give up on RequestLimitExceeded after it."""
+    disk_cid = cpi("create_disk", 1024, {}, None)
+    with FaultProxy(account.endpoint) as proxy:
+        proxied = make_cpi(ec2_endpoint=proxy.url, volume_in_use_timeout=0.01, retry_budget_seconds=60)
+        proxy.inject(r"^DeleteVolume$", "error", code="RequestLimitExceeded", times=2)
+        response = proxied.call("delete_disk", disk_cid)
+        assert response.error is None, response.error
+        assert proxy.by_action["DeleteVolume"] == 3
+    assert cpi("has_disk", disk_cid) is False
+
+
 def test_requests_whose_answer_was_lost_are_neither_failed_nor_repeated(cpi, make_cpi, account, xen_vm, ec2):
     """EC2 carried the request out but the connection dropped before its answer. A create
     is sent again with the same ClientToken (EC2, and the proxy for moto, then answer with

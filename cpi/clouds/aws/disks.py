@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
 from typing import Any
 
@@ -112,8 +113,7 @@ class Disks:
 
     def delete(self, disk_cid: str) -> None:
         try:
-            self.aws.ec2("DeleteVolume", VolumeId=disk_cid, budget=self.properties.volume_in_use_timeout,
-                         also=self._in_use_by_dying_vm(disk_cid))
+            self.aws.ec2("DeleteVolume", VolumeId=disk_cid, also=self._in_use_by_dying_vm(disk_cid))
         except Exception as exc:
             if errors.is_not_found(exc):
                 log.info("disk %s not found: nothing to delete", disk_cid)
@@ -216,7 +216,7 @@ class Disks:
             try:
                 response = self.aws.ec2(
                     "AttachVolume", VolumeId=disk_cid, InstanceId=vm_cid, Device=device,
-                    budget=self.properties.volume_in_use_timeout, also=self._in_use_by_dying_vm(disk_cid, holder),
+                    also=self._in_use_by_dying_vm(disk_cid, holder),
                 )
                 break
             except Exception as exc:
@@ -255,11 +255,15 @@ class Disks:
 
     def _in_use_by_dying_vm(self, disk_cid: str, holder: dict[str, Any] | None = None):
         """An `also` predicate for VolumeInUse: transient while the volume is detaching or its
-        holder is terminating, permanent (fail now) when a live VM holds it."""
+        holder is terminating, for at most volume_in_use_timeout; permanent (fail now) when a
+        live VM holds it. Only this wait is bounded so: the request's throttling keeps the
+        whole retry budget (a storm of several directors once made delete_disk give up on
+        RequestLimitExceeded after volume_in_use_timeout)."""
         holder = {} if holder is None else holder
+        deadline = time.monotonic() + self.properties.volume_in_use_timeout
 
         def transient(error_code: str) -> bool:
-            if error_code != "VolumeInUse":
+            if error_code != "VolumeInUse" or time.monotonic() > deadline:
                 return False
             volume = lookups.volume(self.aws, disk_cid, missing_ok=True)
             current = lookups.attachment(volume) if volume else None
