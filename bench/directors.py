@@ -71,6 +71,8 @@ def main() -> int:
                 ideal = outcome.ideal(args.rate)
                 print(f"{count:9d} {store:>6s} {outcome.wall:7.1f} {ideal:8.1f} {outcome.wall / ideal:6.2f} "
                       f"{outcome.throttled:10d} {outcome.requests:9d} {len(outcome.failed):7d}", flush=True)
+                for failure in outcome.failed[:3]:
+                    print(f"{'':17s} failed: {failure[:300]}")
         top = max(counts)
         if (top, "file") in results and (top, "redis") in results:
             file, shared = results[(top, "file")], results[(top, "redis")]
