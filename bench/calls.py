@@ -15,12 +15,13 @@ Sections (each prints its own rows; a section that cannot run says why and is sk
                         boto3 script making the same DescribeInstances
 - openstack             (placeholder) has_vm against the OpenStack services, token cached
 
-Each call is measured in each mode the checkout has: `cold` (a fresh interpreter does
-everything) and, once bin/cpi has a warm helper, `warm`. Runs are interleaved round-robin
-across the cases, so a change of load on a shared machine hits every row alike; the load
+Each call is measured in each mode: `cold` (a fresh interpreter does everything) and
+`warm` (CPI_HELPER_IDLE_TIMEOUT set: bin/cpi hands the call to the warm helper, cpi.warm,
+started before the rounds and stopped after them). Runs are interleaved round-robin across
+the cases and modes, so a change of load on a shared machine hits every row alike; the load
 average is printed before and after.
 
-    .venv/bin/python bench/calls.py [-n 15] [--aws] [--imports] [--checkout DIR]
+    .venv/bin/python bench/calls.py [-n 15] [--aws] [--imports] [--checkout DIR] [--cold-only]
 
 --imports adds the slowest top-level imports of `info` and `has_vm` (python -X importtime).
 --checkout measures another checkout's bin/cpi (a worktree of an older commit, say), for a
@@ -69,6 +70,24 @@ class Checkout:
         self.root = root
         self.bin_cpi = root / "bin" / "cpi"
         self.env = dict(DIRECTOR_ENV, **(env or {}))
+
+    def helper(self, action: str) -> str:
+        """`running` or `stop` on this checkout's warm helper (cpi.warm), as its bin/cpi sees it."""
+        code = f"import sys; sys.path.insert(0, sys.argv[1]); from cpi import warm; print(warm.{action}())"
+        return subprocess.run([str(self.root / ".venv" / "bin" / "python"), "-I", "-S", "-c", code, str(self.root)],
+                              capture_output=True, text=True, env=self.env, cwd="/").stdout.strip()
+
+    def start_helper(self, config: Path, timeout: float = 60) -> None:
+        """A cold call starts the helper (unless one still holds its lock, exiting): call
+        until it listens (it warms up first)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.call(config, "info")
+            if self.helper("running") == "True":
+                return
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the warm helper of {self.root} did not start within {timeout}s")
+            time.sleep(0.5)
 
     def call(self, config: Path, method: str, *arguments, context: dict | None = None) -> tuple[float, dict]:
         request = {"method": method, "arguments": list(arguments), "context": context or CONTEXT, "api_version": 2}
@@ -279,16 +298,23 @@ def main() -> int:
     parser.add_argument("--imports", action="store_true", help="print the slowest imports of info and has_vm")
     parser.add_argument("--checkout", type=Path, help="measure this checkout's bin/cpi instead")
     parser.add_argument("--create-vm-every", type=int, default=3, help="time create_vm every N rounds (0: never)")
+    parser.add_argument("--cold-only", action="store_true", help="no warm mode (a checkout without cpi/warm.py)")
     args = parser.parse_args()
 
     root = (args.checkout or ROOT).resolve()
     checkouts = {"cold": Checkout(root)}
+    if not args.cold_only:
+        checkouts["warm"] = Checkout(root, {"CPI_HELPER_IDLE_TIMEOUT": "600"})
     print(f"bin/cpi of {root}; interpreter {PYTHON}; {os.cpu_count()} cores; {load()}")
     work = Path(tempfile.mkdtemp(prefix="cpi-bench-calls-"))
     sections: list[Section] = [Floor(checkouts, work), Local(checkouts, work, args.create_vm_every)]
     if args.aws:
         sections.append(Aws(checkouts, work))
+    warm = checkouts.get("warm")
     try:
+        if warm is not None:
+            warm.helper("stop")  # a helper of older code would refuse (stale) and restart: start afresh
+            warm.start_helper(sections[0].config)
         for section in sections:  # one unmeasured round: files in the page cache, .pyc written
             section.round()
             for row in section.rows:
@@ -299,6 +325,8 @@ def main() -> int:
     finally:
         for section in sections:
             section.close()
+        if warm is not None:
+            warm.helper("stop")
     print(f"after {args.n} rounds: {load()}")
     floor = statistics.median(sections[0].rows[0].times)
     report(sections + [OpenStack()], floor)

@@ -15,7 +15,8 @@ state-changing step calls `reached(name)`, and a test chooses where the process 
 Running a call with CPI_KILL_AT=1, 2, 3, ... until it completes walks every point. Each
 point reached while CPI_KILL_AT is set is written to stderr (`failpoint N: name`), so a
 test can tell which step it killed. With the variable unset (production), `reached` is
-one global load and a return: the environment is read once, at import.
+a global load or two and a return: the environment is read once, at the first point (not at
+import: a warm helper's worker imports nothing, and takes its client's environment).
 """
 
 from __future__ import annotations
@@ -23,14 +24,24 @@ from __future__ import annotations
 import os
 import signal
 
-_targets = frozenset(t.strip() for t in os.environ.get("CPI_KILL_AT", "").split(",") if t.strip())
-_signal = signal.SIGSTOP if os.environ.get("CPI_KILL_SIGNAL", "").upper().removeprefix("SIG") == "STOP" else signal.SIGKILL
-_prefixes = tuple(t[:-1] for t in _targets if t.endswith("*"))
+_targets: frozenset[str] | None = None  # read at the first point
+_signal = signal.SIGKILL
+_prefixes: tuple[str, ...] = ()
 _count = 0
+
+
+def _read_environment() -> None:
+    global _targets, _signal, _prefixes
+    _targets = frozenset(t.strip() for t in os.environ.get("CPI_KILL_AT", "").split(",") if t.strip())
+    if os.environ.get("CPI_KILL_SIGNAL", "").upper().removeprefix("SIG") == "STOP":
+        _signal = signal.SIGSTOP
+    _prefixes = tuple(t[:-1] for t in _targets if t.endswith("*"))
 
 
 def reached(name: str) -> None:
     """Mark one state-changing step; kills (or stops) this process there when asked to."""
+    if _targets is None:
+        _read_environment()
     if not _targets:
         return
     global _count

@@ -140,10 +140,36 @@ def enable_site_packages() -> None:
     at start-up is what lets `info` finish before `site` alone would have (~10 ms: .pth files,
     the checkout's editable finder, the pathlib it imports); a call that needs the
     dependencies pays for it here, ~1-2 ms once pathlib is loaded, which it needs anyway."""
-    if sys.flags.no_site:
+    global _site_done
+    if sys.flags.no_site and not _site_done:
         import site
 
         site.main()
+        _site_done = True
+
+
+_site_done = False
+
+
+def warm_up() -> None:
+    """What `handle` imports and builds for a call, done once, ahead of calls (the warm
+    helper): the dependencies, every model and method's argument model, the built-in clouds
+    (not their SDKs, which each imports in its methods)."""
+    enable_site_packages()
+    import logging  # noqa: F401 - imported to be in the helper's memory
+
+    from cpi import api, backoff, config, logbridge, models  # noqa: F401
+    from cpi.clouds import BUILTIN, load_cloud
+
+    for name in BUILTIN:
+        try:
+            load_cloud(name)
+        except errors.CpiError:  # not in this build: its calls import it themselves
+            pass
+    for name, handler in api.METHODS.items():
+        api._argument_model(name, handler)
+    config.build({})  # the config models' validators, on the local cloud's defaults: nothing is made
+    models.CallContext.model_validate({})
 
 
 LOG_LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}
@@ -159,9 +185,9 @@ def _log_level() -> int:
     return LOG_LEVELS[name]
 
 
-def _read_all(fd: int, call_log: CallLog) -> bytes:
-    """All of stdin. A closed or unreadable stdin reads as empty (and gets the empty-stdin
-    error), never a traceback."""
+def read_all(fd: int) -> tuple[bytes, str | None]:
+    """All of stdin, and why reading stopped before its end if it did. A closed or
+    unreadable stdin reads as empty (and gets the empty-stdin error), never a traceback."""
     chunks = []
     while True:
         try:
@@ -169,24 +195,26 @@ def _read_all(fd: int, call_log: CallLog) -> bytes:
         except InterruptedError:
             continue
         except OSError as exc:
-            call_log.emit(WARNING, "cpi.rpc", f"cannot read stdin: {exc.strerror}")
-            break
+            return b"".join(chunks), exc.strerror
         if not chunk:
-            break
+            return b"".join(chunks), None
         chunks.append(chunk)
-    return b"".join(chunks)
 
 
-def serve_once(stdin_fd: int, stdout_fd: int, config_path: str | None) -> int:
-    """Answer one request. Whatever is raised, at whatever point (a bug, a RecursionError,
-    an interrupt), the caller gets one response; and once the cloud has acted, its result
-    is in that response."""
+def serve_once(stdin_fd: int, stdout_fd: int, config_path: str | None,
+               stdin: tuple[bytes, str | None] | None = None) -> int:
+    """Answer one request (read from `stdin_fd`, or `stdin` as read_all read it before).
+    Whatever is raised, at whatever point (a bug, a RecursionError, an interrupt), the
+    caller gets one response; and once the cloud has acted, its result is in that response."""
     call_log = CallLog(sys.stderr, attach=False)
     started = time.monotonic()
     result, error = None, None
     try:
         call_log.set_level(_log_level())
-        result = handle(_read_all(stdin_fd, call_log), config_path, call_log)
+        raw, problem = read_all(stdin_fd) if stdin is None else stdin
+        if problem is not None:
+            call_log.emit(WARNING, "cpi.rpc", f"cannot read stdin: {problem}")
+        result = handle(raw, config_path, call_log)
     except errors.BoshError as exc:
         error = exc
     except BaseException as exc:  # noqa: BLE001 - the wire must get a response whatever happened
@@ -249,11 +277,55 @@ def _standard_fds() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `bin/cpi` and `python -m cpi [CONFIG_PATH]`.
+    """Entry point of `bin/cpi` and `python -m cpi [CONFIG_PATH]`: the call, through the warm
+    helper when CPI_HELPER_IDLE_TIMEOUT turns it on and it takes the call (cpi.warm), else
+    made here (`serve`); a call made here with the helper on starts one for the next."""
+    argv = sys.argv[1:] if argv is None else argv
+    idle, stdin = 0.0, None
+    if HELPER_SETTING in os.environ:
+        from cpi import warm
+
+        idle = warm.idle_timeout()
+        if idle:
+            _standard_fds()
+            stdin = read_all(0)
+            if not _is_info(stdin[0]):  # `info` is quicker made here than handed over
+                code = warm.call(argv, stdin)
+                if code is not None:
+                    return code
+    code = serve(argv, stdin)
+    if idle:
+        warm.start(idle)  # after the response is written: the caller has its answer
+    return code
+
+
+def _is_info(raw: bytes) -> bool:
+    if len(raw) > 65536 or b'"info"' not in raw:
+        return False
+    try:
+        request = strict_json.loads(raw, "the request")
+    except errors.CpiError:
+        return False
+    return isinstance(request, dict) and request.get("method") == "info"
+
+
+#: The environment variable that turns the warm helper on (cpi.warm.ENABLE).
+HELPER_SETTING = "CPI_HELPER_IDLE_TIMEOUT"
+
+
+def helper(idle: float) -> None:
+    """The warm helper's process (cpi.warm.start spawns it)."""
+    from cpi import warm
+
+    warm.serve(idle, warm_up=warm_up, run=serve)
+
+
+def serve(argv: list[str], stdin: tuple[bytes, str | None] | None = None) -> int:
+    """One call made in this process (a cold bin/cpi, or a warm helper's worker); `stdin`
+    as read_all read it, if it was read already.
 
     File descriptor 1 is kept for the response only: fd 1 is pointed at stderr for the
     duration of the call, so nothing a library prints can corrupt the JSON document."""
-    argv = sys.argv[1:] if argv is None else argv
     _standard_fds()
     response_fd = os.dup(1)
     os.dup2(2, 1)
@@ -263,4 +335,4 @@ def main(argv: list[str] | None = None) -> int:
         error = errors.CpiError(f"usage: cpi [CONFIG_PATH] (got {len(argv)} arguments)")
         _write(response_fd, None, error, call_log)
         return 0
-    return serve_once(0, response_fd, argv[0] if argv else None)
+    return serve_once(0, response_fd, argv[0] if argv else None, stdin)

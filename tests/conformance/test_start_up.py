@@ -30,9 +30,13 @@ HEAVY = {"pydantic", "logging", "re", "json", "typing", "urllib.parse", "importl
          "functools", "site", "boto3", "botocore", "openstack", "keystoneauth1"}
 
 
+#: Cold calls (these tests look inside the process that makes the call).
+COLD_ENV = {key: value for key, value in DIRECTOR_ENV.items() if key != "CPI_HELPER_IDLE_TIMEOUT"}
+
+
 def run_traced(config, request: dict) -> tuple[dict, set[str], str]:
     proc = subprocess.run(bin_cpi_argv(config, "-X", "importtime"), input=json.dumps(request).encode(),
-                          capture_output=True, env=DIRECTOR_ENV, cwd="/", timeout=120)
+                          capture_output=True, env=COLD_ENV, cwd="/", timeout=120)
     assert proc.returncode == 0
     doc = json.loads(proc.stdout)
     check_envelope(doc)
@@ -62,7 +66,7 @@ def test_a_call_runs_site_once_it_needs_the_dependencies(tmp_path):
     code = "import sys; sys.path.insert(0, sys.argv[1]); from cpi.rpc import enable_site_packages; " \
            "enable_site_packages(); import pydantic; print(sys.prefix); print(pydantic.__file__)"
     argv = bin_cpi_argv(None)
-    proc = subprocess.run(argv[:argv.index("-c") + 1] + [code, argv[-1]], capture_output=True, env=DIRECTOR_ENV,
+    proc = subprocess.run(argv[:argv.index("-c") + 1] + [code, argv[-1]], capture_output=True, env=COLD_ENV,
                           cwd="/", timeout=60, check=True)
     prefix, pydantic_file = proc.stdout.decode().split()
     assert prefix == str(ROOT / ".venv") and pydantic_file.startswith(prefix + "/")

@@ -15,7 +15,7 @@ import pytest
 
 from cpi.locks import collect_stale, lock_path, locked, try_locked
 from tests.lifecycle.local_target import LocalTarget
-from tests.support.runner import BIN_CPI, DIRECTOR_ENV
+from tests.support.runner import BIN_CPI, DIRECTOR_ENV, start_stopped
 
 
 @pytest.fixture
@@ -102,15 +102,7 @@ def test_delete_vm_and_detach_on_one_vm_do_not_deadlock(tmp_path):
         local.cpi("attach_disk", vm_cid, disk_cid)
         started = time.monotonic()
         env = {**DIRECTOR_ENV, "CPI_KILL_AT": "locked*", "CPI_KILL_SIGNAL": "STOP"}
-        deleting = subprocess.Popen([str(BIN_CPI), str(local.config_path)], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd="/")
-        deleting.stdin.write(json.dumps(local.cpi.request("delete_vm", vm_cid)).encode())
-        deleting.stdin.close()
-        deleting.stdin = None  # written: communicate() only reads
-        deadline = time.monotonic() + 20
-        while _state(deleting.pid) != "T":
-            assert deleting.poll() is None and time.monotonic() < deadline, "delete_vm never reached its locks"
-            time.sleep(0.02)
+        deleting = start_stopped(local.config_path, local.cpi.request("delete_vm", vm_cid), env, timeout=20)
         detaching = subprocess.Popen([str(BIN_CPI), str(local.config_path)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=DIRECTOR_ENV, cwd="/")
         detaching.stdin.write(json.dumps(local.cpi.request("detach_disk", vm_cid, disk_cid)).encode())
@@ -128,10 +120,3 @@ def test_delete_vm_and_detach_on_one_vm_do_not_deadlock(tmp_path):
         local.cpi("delete_disk", disk_cid)
     finally:
         local.cleanup()
-
-
-def _state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None

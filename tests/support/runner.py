@@ -4,6 +4,7 @@ PATH only, no HOME, an unrelated working directory, one JSON request on stdin.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 BIN_CPI = ROOT / "bin" / "cpi"
 DIRECTOR_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+#: CPI_TEST_HELPER=1 runs every bin/cpi call of the suites with the warm helper on (cpi.warm):
+#: the director's environment then carries the setting, as a job's bin/cpi would export it.
+if os.environ.get("CPI_TEST_HELPER") == "1":
+    DIRECTOR_ENV["CPI_HELPER_IDLE_TIMEOUT"] = "120"
 
 
 @dataclass
@@ -112,3 +117,29 @@ def bin_cpi_argv(config_path: Path | str | None, *flags: str, bin_cpi: Path = BI
 def imported_modules(stderr: str) -> set[str]:
     """The modules a `python -X importtime` run imported, from its stderr."""
     return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def process_state(pid: int) -> str | None:
+    """A process's state letter from /proc (R, S, T for stopped, Z, ...); None when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def start_stopped(config_path: Path | str, request: dict, env: dict, cwd: Path | str = "/", preexec_fn=None,
+                  timeout: float = 30) -> subprocess.Popen:
+    """bin/cpi making `request` with a CPI_KILL_SIGNAL=STOP failpoint in `env`: returns the
+    process once it has stopped there (stdin written and closed; communicate() reads)."""
+    import time
+
+    proc = subprocess.Popen([str(BIN_CPI), str(config_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, cwd=cwd, preexec_fn=preexec_fn)
+    proc.stdin.write(json.dumps(request).encode())
+    proc.stdin.close()
+    proc.stdin = None
+    deadline = time.monotonic() + timeout
+    while process_state(proc.pid) != "T":
+        assert proc.poll() is None and time.monotonic() < deadline, f"{request['method']} never reached its failpoint"
+        time.sleep(0.02)
+    return proc
