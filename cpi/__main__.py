@@ -1,7 +1,5 @@
 """`python -m cpi [CONFIG_PATH]`: serve one CPI request from stdin."""
 
-import sys
+from cpi.rpc import run
 
-from cpi.rpc import main
-
-sys.exit(main())
+run()
