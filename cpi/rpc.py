@@ -226,10 +226,18 @@ def serve_once(stdin_fd: int, stdout_fd: int, config_path: str | None,
     return 0
 
 
-def _unexpected(exc: BaseException, call_log: CallLog) -> errors.BoshError:
+def _unexpected(exc: BaseException, call_log: CallLog | None = None) -> errors.BoshError:
+    """The error for an exception no one expected; its traceback goes to the call's log (or,
+    for a caller that has none, to the `cpi.rpc` logger)."""
     import traceback
 
-    call_log.emit(ERROR, "cpi.rpc", f"unexpected error:\n{traceback.format_exc()}")
+    message = f"unexpected error:\n{traceback.format_exc()}"
+    if call_log is not None:
+        call_log.emit(ERROR, "cpi.rpc", message)
+    else:
+        import logging
+
+        logging.getLogger("cpi.rpc").error("%s", message)
     return errors.CloudError(f"unexpected {type(exc).__name__}: {exc} (traceback in the CPI log)")
 
 
