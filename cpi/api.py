@@ -16,7 +16,7 @@ from cpi.clouds.base import Cloud
 from cpi.config import Config
 from cpi.logs import shown
 from cpi.models import CallContext, Network, VMResources
-from cpi.raw_config import API_VERSION, info_result  # noqa: F401 - API_VERSION: callers know it as api.API_VERSION
+from cpi.raw_config import info_result
 from cpi.validation import describe
 
 log = logging.getLogger(__name__)
