@@ -108,10 +108,14 @@ def lines(method: str, path: str, sent: Any, answer: Any) -> list[tuple[str, str
     return [(method.lower(), kind, resource, None, None)]
 
 
+def read_only(method: str) -> bool:
+    return method in ("GET", "HEAD", "OPTIONS")
+
+
 def after(service: str, method: str, path: str, sent: Any, answer: Any) -> None:
     """Called with each request that got an answer: a line per mutation it made (a
     DELETE answered 404 made none, unless an earlier attempt whose answer was lost did)."""
-    if method in ("GET", "HEAD", "OPTIONS"):
+    if read_only(method):
         return
     status = getattr(answer, "status_code", 200)
     if status >= 400 and not getattr(answer, "after_unknown_outcome", False):

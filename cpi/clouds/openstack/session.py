@@ -249,7 +249,7 @@ class OpenStack:
         an earlier attempt of it may have been carried out."""
         self.authenticate()
         if plan.active is not None:  # `cpi plan`: reads go out, mutations are only described
-            if method in ("GET", "HEAD", "OPTIONS"):
+            if audited.read_only(method):
                 plan.active.read(f"{service} {method} {_path_only(path)}", path)
             else:
                 return self._planned(service, method, path, json, ok, microversion)
