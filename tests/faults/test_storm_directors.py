@@ -17,6 +17,7 @@ from tests.aws import moto_env
 from tests.faults import directors
 from tests.faults.proxy import FaultProxy
 from tests.faults.test_storm_aws import account, moto  # noqa: F401 - fixtures: a moto server of this module's own
+from tests.openstack.fixtures import openstack_cloud, openstack_loopback  # noqa: F401 - fixtures
 from tests.support import redis_server
 
 DIRECTORS, WORKERS, CYCLES = 4, 4, 1
@@ -84,24 +85,12 @@ def test_redis_killed_mid_storm_fails_no_call(account, tmp_path):
 # ---------------------------------------------------------------- the real OpenStack services
 
 
-@pytest.fixture(scope="module")
-def openstack_cloud(tmp_path_factory):
-    from tests.openstack import target as os_target
-
-    made = os_target.make(tmp_path_factory)
-    if made.env.get("real"):
-        made.cleanup()
-        pytest.skip("the storm runs against the loopback services only: the rate limit is a proxy in front of Cinder")
-    yield made
-    made.cleanup()
-
-
-def test_openstack_directors_sharing_redis_through_cinders_limit_fail_no_call(openstack_cloud, redis, tmp_path):
+def test_openstack_directors_sharing_redis_through_cinders_limit_fail_no_call(openstack_loopback, redis, tmp_path):
     import urllib.parse
 
     from tests.openstack import target as os_target
 
-    env = openstack_cloud.env
+    env = openstack_loopback.env
     client = os_target.Client(env)
     before = client.inventory()
     parts = urllib.parse.urlsplit(env["endpoints"]["volumev3"])

@@ -15,6 +15,7 @@ import pytest
 
 from cpi import audit
 from tests.support.runner import BIN_CPI, DIRECTOR_ENV, ROOT, Cpi, check_envelope
+from tests.openstack.fixtures import openstack_cloud  # noqa: F401 - fixtures
 
 MBUS_PASSWORD = "mbus-pw-Zq81xk"
 CONTEXT_PASSWORD = "ctx-pw-77Hq0r"
@@ -263,15 +264,6 @@ def test_an_openstack_lifecycle_is_audited(request, tmp_path):
     attach = next(e for e in lines if e["action"] == "attach")
     assert attach["changes"]["new"]["vm_cid"] == vm and attach["cloud"] == "openstack"
     assert cloud.env["password"] not in trail.read_text()
-
-
-@pytest.fixture(scope="module")
-def openstack_cloud(tmp_path_factory):
-    from tests.openstack import target as os_target
-
-    made = os_target.make(tmp_path_factory)
-    yield made
-    made.cleanup()
 
 
 # ---------------------------------------------------------------- what each request's line says
