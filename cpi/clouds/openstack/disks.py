@@ -268,9 +268,15 @@ class Disks:
 
     def detach(self, vm_cid: str, disk_cid: str) -> None:
         def detaching(exc: errors.ApiError) -> bool:
-            # Nova refuses (400) to detach a volume that is detaching: an earlier attempt of
-            # this request whose answer was lost, or another call; wait for it to finish
-            return exc.status in (400, 409) and (self.volume(disk_cid) or {}).get("status") == "detaching"
+            if exc.status not in (400, 409):
+                return False
+            status = (self.volume(disk_cid) or {}).get("status")
+            if _detach_under_way(status):
+                log.info("detach of %s from %s: Nova refused while the volume is '%s' (an earlier attempt, "
+                         "or another call, is detaching it); asking again until Nova has let go",
+                         disk_cid, vm_cid, status)
+                return True
+            return False
 
         response = self.api.request("compute", "DELETE",
                                     f"/servers/{_quote(vm_cid)}/os-volume_attachments/{_quote(disk_cid)}", ok=(404,),
@@ -377,6 +383,15 @@ def _holder_note(volume: dict[str, Any], vm_cid: str) -> str:
     if holders:
         return f" (it is attached to {', '.join(holders)}; detach it there first)"
     return f" (volume status {volume.get('status')})"
+
+
+def _detach_under_way(status: str | None) -> bool:
+    """Whether a detach Nova refused (400: "Volume status must be 'in-use' and attach_status
+    must be 'attached'") is one already under way. Nova marks the volume `detaching`, has
+    Cinder let go (`available`) and only then drops its own record of the attachment: in
+    both windows a repeated DELETE is refused rather than answered 404, and asking again
+    soon gets the 404 that says the detach is done."""
+    return status in ("detaching", "available")
 
 
 def _attached_to(volume: dict[str, Any], vm_cid: str) -> bool:
