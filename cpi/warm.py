@@ -259,10 +259,10 @@ def running() -> bool:
         sock.close()
 
 
-def start(idle: float) -> None:
+def start(idle: float, preload: list[str]) -> None:
     """Start this install's helper in the background, unless one is running or starting
-    (it holds its lock file while it lives). Never raises: a helper that cannot start only
-    means cold calls."""
+    (it holds its lock file while it lives), to preload the SDKs of the clouds named in
+    `preload`. Never raises: a helper that cannot start only means cold calls."""
     try:
         import fcntl
 
@@ -283,9 +283,10 @@ def start(idle: float) -> None:
         from cpi import strict_json
 
         code = ("import sys, json; sys.path[:] = json.loads(sys.argv.pop(1)); "
-                "from cpi.rpc import helper; helper(float(sys.argv[1]))")
+                "from cpi.rpc import helper; helper(float(sys.argv[1]), json.loads(sys.argv[2]))")
         devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
-        argv = [sys.executable, "-I", "-S", "-c", code, strict_json.dumps(IMPORT_PATH), repr(idle)]
+        argv = [sys.executable, "-I", "-S", "-c", code, strict_json.dumps(IMPORT_PATH), repr(idle),
+                strict_json.dumps(list(preload))]
         os.posix_spawn(sys.executable, argv, {"PATH": os.environ.get("PATH", os.defpath)}, file_actions=devnull,
                        setsid=True)
     except Exception:  # noqa: BLE001 - the call is answered already; a helper is only a speed-up

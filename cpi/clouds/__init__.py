@@ -56,8 +56,20 @@ def available() -> list[str]:
     return sorted(set(BUILTIN) | set(_entry_points()))
 
 
+#: The clouds this process has loaded, in order: a cold call that starts the warm helper
+#: names them, so the helper preloads their SDKs (Cloud.preload) for the calls after it.
+LOADED: list[str] = []
+
+
 def load_cloud(name: str) -> type["Cloud"]:
     """The Cloud class registered as `name`, with a clear error when it is not there."""
+    cloud = _load(name)
+    if name not in LOADED:
+        LOADED.append(name)
+    return cloud
+
+
+def _load(name: str) -> type["Cloud"]:
     if name in BUILTIN:
         try:
             return _import(BUILTIN[name])

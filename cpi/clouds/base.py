@@ -50,6 +50,14 @@ class Cloud:
         self.context = context
         self.log = logging.getLogger(f"cpi.clouds.{self.name}")
 
+    @classmethod
+    def preload(cls) -> None:
+        """Import what this cloud's calls import in their methods (its SDK), ahead of them:
+        the warm helper runs this once before it forks workers, so a warm call does not
+        pay for the SDK. The cloud's module must stay light for `info`; this is where the
+        weight goes instead. Nothing may be connected or started here (no sockets, threads
+        or credentials): every worker forked afterwards shares what is made."""
+
     def _absent(self, method: str):
         return CpiNotImplemented(f"'{method}' is not implemented by the {self.name} cloud")
 

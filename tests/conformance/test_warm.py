@@ -281,3 +281,28 @@ def test_the_helper_exits_when_idle(tmp_path):
         assert helper("running") == "False"
     finally:
         local.cleanup()
+
+
+def test_the_helper_preloads_every_clouds_sdk_without_connecting_or_starting_anything(tmp_path):
+    """What the helper does before it forks (cpi.rpc.warm_up): the SDKs a warm AWS or
+    OpenStack call would otherwise import (most of such a call's time, bench/calls.py), and
+    a plugin cloud named by the call that started it; but no thread, socket or file is
+    left open for the workers to share, and no credential is looked up (HOME points where
+    an AWS config would be read)."""
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "config").write_text("[default]\ncredential_process = /bin/false\n")
+    code = ("import sys, os, json, threading; sys.path.insert(0, sys.argv[1]); from cpi import rpc\n"
+            "rpc.warm_up(['aws'])\n"
+            "paths = [f'/proc/self/fd/{fd}' for fd in os.listdir('/proc/self/fd') if int(fd) > 2]\n"
+            "fds = sorted(os.readlink(p) for p in paths if os.path.lexists(p))  # the listing's own fd is gone\n"
+            "print(json.dumps({'threads': threading.active_count(), 'fds': fds,\n"
+            "                  'modules': [m for m in ('botocore.client', 'openstack.connection',\n"
+            "                              'keystoneauth1.session', 'requests', 'redis') if m in sys.modules]}))")
+    out = subprocess.run([str(PYTHON), "-I", "-S", "-c", code, str(ROOT)], capture_output=True, text=True,
+                         env={**COLD, "HOME": str(home)}, cwd="/", timeout=60)
+    assert out.returncode == 0 and "preloading" not in out.stderr, out.stderr
+    state = json.loads(out.stdout.strip().splitlines()[-1])
+    assert state["modules"] == ["botocore.client", "openstack.connection", "keystoneauth1.session", "requests", "redis"]
+    assert state["threads"] == 1
+    assert [fd for fd in state["fds"] if not fd.startswith("/proc/")] == [], state["fds"]

@@ -76,6 +76,12 @@ class AwsCloud(Cloud):
 
     properties: AwsProperties
 
+    @classmethod
+    def preload(cls) -> None:
+        from .session import preload
+
+        preload()
+
     def __init__(self, properties, agent, context):
         super().__init__(properties, agent, context)
         self._aws = None

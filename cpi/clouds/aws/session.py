@@ -46,9 +46,12 @@ def _slim_ec2_model() -> dict | None:
         return None
 
 
+@lru_cache(maxsize=2)
 def _loader(slim: bool):
     """A botocore Loader that knows only the services this CPI uses (botocore otherwise
-    lists ~440 data directories) and, when `slim`, serves the slim EC2 model."""
+    lists ~440 data directories) and, when `slim`, serves the slim EC2 model. One per
+    process, shared by its sessions: what it has read stays read (in a warm helper's
+    workers too, which inherit what `preload` read)."""
     import botocore.loaders
 
     class CpiLoader(botocore.loaders.Loader):
@@ -72,6 +75,22 @@ def _loader(slim: bool):
             return super().load_data_with_path(name)
 
     return CpiLoader()
+
+
+def preload() -> None:
+    """What an AWS call imports and reads on first use, done ahead of calls by the warm
+    helper (Cloud.preload): botocore, and an EC2 client built once on the slim model, which
+    reads the model, the endpoint rule set and botocore's other data into the shared loader.
+    The client gets placeholder keys so that no credential chain is consulted (no IMDS
+    request, no file read); it sends nothing and is dropped."""
+    import botocore.session
+    from botocore.config import Config
+
+    session = botocore.session.Session()
+    session.register_component("data_loader", _loader(True))
+    session.create_client("ec2", region_name="us-east-1", aws_access_key_id="preload",
+                          aws_secret_access_key="preload",  # noqa: S106 - a placeholder, never sent
+                          config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
 
 
 def _fixed_provider(credentials):

@@ -83,6 +83,12 @@ class OpenStackCloud(Cloud):
 
     properties: OpenStackProperties
 
+    @classmethod
+    def preload(cls) -> None:
+        from .session import preload
+
+        preload()
+
     def __init__(self, properties, agent, context):
         super().__init__(properties, agent, context)
         self._api = None

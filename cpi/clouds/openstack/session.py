@@ -48,6 +48,18 @@ SERVICES = ("compute", "network", "image", "block-storage", "load-balancer")
 API_VERSIONS = {"compute": "2", "network": "2", "image": "2", "block-storage": "3", "load-balancer": "2"}
 
 
+def preload() -> None:
+    """The SDK a call imports on first use (~0.25 s, mostly openstacksdk's 460 modules),
+    imported ahead of calls by the warm helper (Cloud.preload). Imports only: no session,
+    no socket, no token."""
+    import requests  # noqa: F401
+    from keystoneauth1 import adapter, exceptions, session  # noqa: F401
+    from keystoneauth1.identity import v3  # noqa: F401
+    from openstack import connection  # noqa: F401
+
+    from . import tokens  # noqa: F401
+
+
 class OpenStack:
     """`request(service, method, path, ...)` sends one API request through cpi.retry and
     returns the `requests.Response`; an error status raises errors.ApiError (callers
