@@ -16,9 +16,9 @@ Sections (each prints its own rows; a section that cannot run says why and is sk
 - openstack             (--openstack) has_vm of a missing VM against the loopback OpenStack
                         services, the Keystone token cached
 
-Each call is measured in each mode: `cold` (a fresh interpreter does everything) and
-`warm` (CPI_HELPER_IDLE_TIMEOUT set: bin/cpi hands the call to the warm helper, cpi.warm,
-started before the rounds and stopped after them). Runs are interleaved round-robin across
+Each call is measured in each mode: `cold` (CPI_HELPER_IDLE_TIMEOUT=0: a fresh interpreter
+does everything) and `warm` (the default: bin/cpi hands the call to the warm helper,
+cpi.warm, started before the rounds and stopped after them). Runs are interleaved round-robin across
 the cases and modes, so a change of load on a shared machine hits every row alike; the load
 average is printed before and after.
 
@@ -327,7 +327,7 @@ def main() -> int:
     args = parser.parse_args()
 
     root = (args.checkout or ROOT).resolve()
-    checkouts = {"cold": Checkout(root)}
+    checkouts = {"cold": Checkout(root, {"CPI_HELPER_IDLE_TIMEOUT": "0"})}
     if not args.cold_only:
         checkouts["warm"] = Checkout(root, {"CPI_HELPER_IDLE_TIMEOUT": "600"})
     print(f"bin/cpi of {root}; interpreter {PYTHON}; {os.cpu_count()} cores; {load()}")

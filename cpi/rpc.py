@@ -296,26 +296,27 @@ def _standard_fds() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `bin/cpi` and `python -m cpi [CONFIG_PATH]`: the call, through the warm
-    helper when CPI_HELPER_IDLE_TIMEOUT turns it on and it takes the call (cpi.warm), else
-    made here (`serve`); a call made here with the helper on starts one for the next."""
+    helper (cpi.warm; on unless CPI_HELPER_IDLE_TIMEOUT=0) when it takes the call, else made
+    here (`serve`), after which a helper is started for the next calls. `info` is always
+    made here: that is quicker than handing it over, and it starts no helper (the director
+    asks it before every operation; the operation's own call starts one)."""
+    from cpi import warm
+
     argv = sys.argv[1:] if argv is None else argv
-    idle, stdin = 0.0, None
-    if HELPER_SETTING in os.environ:
-        from cpi import warm
-
-        idle = warm.idle_timeout()
-        if idle:
-            _standard_fds()
-            stdin = read_all(0)
-            if not _is_info(stdin[0]):  # `info` is quicker made here than handed over
-                code = warm.call(argv, stdin)
-                if code is not None:
-                    return code
+    idle = warm.idle_timeout()
+    if not idle:
+        return serve(argv)
+    _standard_fds()
+    stdin = read_all(0)
+    if _is_info(stdin[0]):
+        return serve(argv, stdin)
+    code = warm.call(argv, stdin)
+    if code is not None:
+        return code
     code = serve(argv, stdin)
-    if idle:
-        from cpi.clouds import LOADED
+    from cpi.clouds import LOADED
 
-        warm.start(idle, LOADED)  # after the response is written: the caller has its answer
+    warm.start(idle, LOADED)  # after the response is written: the caller has its answer
     return code
 
 
@@ -347,10 +348,6 @@ def run() -> None:
     if threading is not None and threading.active_count() > 1:
         sys.exit(code)
     os._exit(code)
-
-
-#: The environment variable that turns the warm helper on (cpi.warm.ENABLE).
-HELPER_SETTING = "CPI_HELPER_IDLE_TIMEOUT"
 
 
 def helper(idle: float, preload: list[str]) -> None:

@@ -2,8 +2,9 @@
 and its cloud afresh (issue #12: ~100 ms of every cold call; a local method within 3x the
 bare interpreter's start).
 
-On with CPI_HELPER_IDLE_TIMEOUT=<seconds> (unset or 0: off). Then bin/cpi is a small client
-(this module, standard library only, imported before anything else):
+On by default; CPI_HELPER_IDLE_TIMEOUT=<seconds> sets its idle time, 0 turns it off. Then
+bin/cpi is a small client (this module, standard library only, imported before anything
+else):
 
 - it connects to the helper's Unix socket, in a directory of its own user's, 0700, that it
   checks (owner, mode, not a link), and checks the helper's uid (SO_PEERCRED);
@@ -44,9 +45,11 @@ import sys
 
 import _socket
 
-#: The environment variable that turns the helper on: its idle time in seconds (0: off).
-#: (cpi.rpc.HELPER_SETTING names it too: rpc looks before it imports this module.)
+#: The environment variable that sets the helper's idle time in seconds: 0 turns it off
+#: (the job's `helper_idle_timeout` property exports it).
 ENABLE = "CPI_HELPER_IDLE_TIMEOUT"
+#: The idle time when the variable is not set: on by default.
+DEFAULT_IDLE = 600.0
 #: How long a client waits for its worker's "S" before it makes the call itself.
 START_TIMEOUT = 2.0
 #: The longest request header (argv, environment, umask) a helper reads.
@@ -55,9 +58,14 @@ _NATIVE = sys.byteorder
 
 
 def idle_timeout() -> float:
-    """The helper's idle time from the environment; 0 when off (unset, 0, or not a number)."""
+    """The helper's idle time from the environment (DEFAULT_IDLE when unset); 0 when off
+    (0, negative, or not a number: a setting that cannot be read turns the helper off
+    rather than guess)."""
+    setting = os.environ.get(ENABLE)
+    if setting is None:
+        return DEFAULT_IDLE
     try:
-        value = float(os.environ.get(ENABLE, "0"))
+        value = float(setting)
     except ValueError:
         return 0.0
     return value if 0 < value < float("inf") else 0.0

@@ -13,7 +13,7 @@ import pytest
 from cpi.clouds.aws import slim
 from cpi.clouds.aws.props import AwsProperties
 from cpi.clouds.aws.session import Aws
-from tests.support.runner import DIRECTOR_ENV, ROOT
+from tests.support.runner import COLD_ENV, ROOT
 
 AWS_SOURCES = sorted((ROOT / "cpi" / "clouds" / "aws").glob("*.py"))
 
@@ -24,7 +24,7 @@ def run_importtime(config_path: Path, request: dict) -> tuple[dict, set[str]]:
         [str(ROOT / ".venv/bin/python"), "-X", "importtime", "-I", "-c",
          "import sys; sys.path.insert(0, sys.argv.pop(1)); from cpi.rpc import main; sys.exit(main())",
          str(ROOT), str(config_path)],
-        input=json.dumps(request).encode(), capture_output=True, env=DIRECTOR_ENV, cwd="/", check=False,
+        input=json.dumps(request).encode(), capture_output=True, env=COLD_ENV, cwd="/", check=False,
     )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     modules = {m.group(1).strip() for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|(.*)$", proc.stderr.decode(), re.MULTILINE)}

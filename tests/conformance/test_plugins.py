@@ -7,7 +7,7 @@ import json
 import subprocess
 import textwrap
 
-from tests.support.runner import DIRECTOR_ENV, ROOT, Cpi, check_envelope
+from tests.support.runner import COLD_ENV, ROOT, Cpi, check_envelope
 
 PLUGIN = textwrap.dedent('''
     from pydantic import BaseModel, ConfigDict
@@ -55,7 +55,8 @@ def run_with_plugin(tmp_path, request: dict, properties: dict | None = None) -> 
         [str(ROOT / ".venv/bin/python"), "-I", "-c",
          "import sys; sys.path[:0] = [sys.argv.pop(1), sys.argv.pop(1)]; from cpi.rpc import main; sys.exit(main())",
          str(ROOT), str(site), str(config)],
-        input=json.dumps(request).encode(), capture_output=True, env=DIRECTOR_ENV, cwd="/",
+        # cold: each test's plugin path would get a warm helper of its own, used by no other call
+        input=json.dumps(request).encode(), capture_output=True, env=COLD_ENV, cwd="/",
     )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.support.runner import DIRECTOR_ENV, ROOT, bin_cpi_argv, check_envelope, imported_modules, run_raw
+from tests.support.runner import COLD_ENV, DIRECTOR_ENV, ROOT, bin_cpi_argv, check_envelope, imported_modules, run_raw
 
 #: Configs as a job template writes them, with secrets of the shapes that need escaped
 #: forms masked (an AWS secret key holds "/" and "+", an mbus URL a password).
@@ -30,8 +30,6 @@ HEAVY = {"pydantic", "logging", "re", "json", "typing", "urllib.parse", "importl
          "functools", "site", "boto3", "botocore", "openstack", "keystoneauth1"}
 
 
-#: Cold calls (these tests look inside the process that makes the call).
-COLD_ENV = {key: value for key, value in DIRECTOR_ENV.items() if key != "CPI_HELPER_IDLE_TIMEOUT"}
 
 
 def run_traced(config, request: dict) -> tuple[dict, set[str], str]:

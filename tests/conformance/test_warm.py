@@ -22,18 +22,15 @@ from pathlib import Path
 import pytest
 
 from tests.lifecycle.local_target import LocalTarget
-from tests.support.runner import BIN_CPI, ROOT, check_envelope, process_state, start_stopped
+from tests.support.runner import BIN_CPI, ROOT, check_envelope, process_state, start_stopped, helper_action
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
-COLD = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+COLD = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CPI_HELPER_IDLE_TIMEOUT": "0"}
 WARM = {**COLD, "CPI_HELPER_IDLE_TIMEOUT": "120"}
 
 
-def helper(action: str, env: dict | None = None) -> str:
-    """cpi.warm.<action>() as bin/cpi's interpreter sees it (same import path: same helper)."""
-    code = f"import sys; sys.path.insert(0, sys.argv[1]); from cpi import warm; print(warm.{action}())"
-    return subprocess.run([str(PYTHON), "-I", "-S", "-c", code, str(ROOT)], capture_output=True, text=True,
-                          env=env or COLD, cwd="/", timeout=30).stdout.strip()
+def helper(action: str) -> str:
+    return helper_action(action)
 
 
 def helper_pid() -> int | None:

@@ -259,6 +259,9 @@ def job(installation, ruby, tmp_path_factory):
         "local": {"state_dir": str(root / "state")},
         "agent": {"mbus": "nats://nats:secret@127.0.0.1:4222"},
         "ntp": ["time1.example"],
+        # the installed job's warm helper serves these calls, then exits soon after: nothing
+        # of the tests lingers (the default is 600 s)
+        "helper": {"idle_timeout": 5},
     }
     write(root / "jobs/cpi/bin/cpi", render(JOB_DIR / "templates/cpi.erb", properties, scratch, ruby), 0o755)
     write(root / "jobs/cpi/config/cpi.json", render(JOB_DIR / "templates/cpi.json.erb", properties, scratch, ruby))

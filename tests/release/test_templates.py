@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from pydantic_core import PydanticUndefined
 
+from cpi import warm
 from tests.release.support import JOB_DIR, RenderError, job_spec, render, write
 
 CPI_JSON = JOB_DIR / "templates/cpi.json.erb"
@@ -357,6 +358,7 @@ def test_bin_cpi_in_the_directors_wiped_environment(ruby, tmp_path):
     assert env["HOME"] == pwd.getpwuid(os.getuid()).pw_dir
     assert cwd == "/"
     assert "http_proxy" not in env and "CPI_LOG_LEVEL" not in env
+    assert env["CPI_HELPER_IDLE_TIMEOUT"] == "600" and float(env["CPI_HELPER_IDLE_TIMEOUT"]) == warm.DEFAULT_IDLE
     assert (root / "packages/cpi/stdin.txt").read_text().startswith('{"method":"info"')
 
 
@@ -384,6 +386,7 @@ def test_bin_cpi_exports_proxies_and_log_level_exactly(ruby, tmp_path):
         "cloud": {"plugin": "local"},
         "env": {"http_proxy": proxy, "https_proxy": "http://secure:3129", "no_proxy": "localhost,127.0.0.1,.internal"},
         "debug": {"log_level": "debug"},
+        "helper": {"idle_timeout": 0},
     }
     root = install(tmp_path, ruby, properties)
     result = run_bin_cpi(root, {"PATH": DIRECTOR_PATH})
@@ -393,6 +396,7 @@ def test_bin_cpi_exports_proxies_and_log_level_exactly(ruby, tmp_path):
     assert env["https_proxy"] == env["HTTPS_PROXY"] == "http://secure:3129"
     assert env["no_proxy"] == env["NO_PROXY"] == "localhost,127.0.0.1,.internal"
     assert env["CPI_LOG_LEVEL"] == "debug"
+    assert env["CPI_HELPER_IDLE_TIMEOUT"] == "0"
 
 
 def test_bin_cpi_without_the_package_answers_in_json(ruby, tmp_path):

@@ -13,10 +13,22 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 BIN_CPI = ROOT / "bin" / "cpi"
 DIRECTOR_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-#: CPI_TEST_HELPER=1 runs every bin/cpi call of the suites with the warm helper on (cpi.warm):
-#: the director's environment then carries the setting, as a job's bin/cpi would export it.
-if os.environ.get("CPI_TEST_HELPER") == "1":
-    DIRECTOR_ENV["CPI_HELPER_IDLE_TIMEOUT"] = "120"
+#: bin/cpi hands its calls to the warm helper (cpi.warm) by default. CPI_TEST_HELPER=0 runs
+#: every bin/cpi call of the suites cold instead (bin/test runs the local suites both ways);
+#: the director's environment then carries the setting, as a job's bin/cpi exports it.
+if os.environ.get("CPI_TEST_HELPER") == "0":
+    DIRECTOR_ENV["CPI_HELPER_IDLE_TIMEOUT"] = "0"
+#: A director's environment with the helper off: for tests that look inside the process
+#: that makes the call.
+COLD_ENV = {**DIRECTOR_ENV, "CPI_HELPER_IDLE_TIMEOUT": "0"}
+
+
+def helper_action(action: str) -> str:
+    """cpi.warm.<action>() ("running", "stop") as bin/cpi's interpreter sees it: the same
+    import path, so the same helper."""
+    code = f"import sys; sys.path.insert(0, sys.argv[1]); from cpi import warm; print(warm.{action}())"
+    return subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-I", "-S", "-c", code, str(ROOT)],
+                          capture_output=True, text=True, env=DIRECTOR_ENV, cwd="/", timeout=30).stdout.strip()
 
 
 @dataclass
