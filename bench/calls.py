@@ -79,11 +79,11 @@ class Checkout:
                               capture_output=True, text=True, env=self.env, cwd="/").stdout.strip()
 
     def start_helper(self, config: Path, timeout: float = 60) -> None:
-        """A cold call starts the helper (unless one still holds its lock, exiting): call
-        until it listens (it warms up first)."""
+        """A cold call starts the helper (unless one still holds its lock, exiting; `info`
+        starts none): call until it listens (it warms up first)."""
         deadline = time.monotonic() + timeout
         while True:
-            self.call(config, "info")
+            self.call(config, "has_vm", "vm-warming-up")
             if self.helper("running") == "True":
                 return
             if time.monotonic() > deadline:
