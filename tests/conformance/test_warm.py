@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.lifecycle.local_target import LocalTarget
+from tests.support.normalize import normalized
 from tests.support.runner import BIN_CPI, ROOT, check_envelope, process_state, start_stopped, helper_action
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -65,21 +66,6 @@ def warm_helper(tmp_path):
     start_helper(local.config_path)
     yield local
     local.cleanup()
-
-
-NORMALIZE = [
-    (rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", b"<time>"),
-    (rb"done in \d+\.\d+s", b"done in <s>"),
-    (rb"(vm|disk|sc|snap)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", rb"\1-<cid>"),
-    (rb"agent\.log|/[^ \"]*/(cold|warm)/", b"<dir>/"),
-    (rb"pid \d+", b"pid <n>"),
-]
-
-
-def normalized(data: bytes) -> bytes:
-    for pattern, replacement in NORMALIZE:
-        data = re.sub(pattern, replacement, data)
-    return data
 
 
 def lifecycle(local: LocalTarget, env: dict) -> list[tuple[int, bytes, bytes]]:

@@ -7,29 +7,13 @@ failure modes; this is the cross-cloud check, on a disk's life (no VM: it stays 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 
+from tests.support.normalize import normalized
 from tests.support.runner import BIN_CPI, COLD_ENV, check_envelope, helper_action
 
 WARM_ENV = {**COLD_ENV, "CPI_HELPER_IDLE_TIMEOUT": "120"}
-
-NORMALIZE = [
-    (rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?", b"<time>"),
-    (rb"\d+(\.\d+)?\s?(ms|s)\b", b"<duration>"),
-    (rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", b"<uuid>"),
-    (rb"\b(vol|i|snap|ami|eni)-[0-9a-f]{8,17}\b", rb"\1-<id>"),
-    (rb"\b(vm|disk|sc)-<uuid>", rb"\1-<uuid>"),
-    (rb"req-<uuid>", b"req-<uuid>"),
-    (rb"/[^ \"]*/(cold|warm)/", b"<dir>/"),
-]
-
-
-def normalized(data: bytes) -> bytes:
-    for pattern, replacement in NORMALIZE:
-        data = re.sub(pattern, replacement, data)
-    return data
 
 
 def call(target, env: dict, method: str, *arguments) -> tuple[tuple[int, bytes, bytes], dict]:
