@@ -144,6 +144,21 @@ def test_requests_whose_answer_was_lost_are_neither_failed_nor_repeated(cloud, c
         assert "an earlier attempt, whose answer was lost, was carried out" in response.log
         assert nova_proxy.count(detach, method="DELETE", status=404) == 1
         assert cloud.disk_attached_to(disk_cid) is None and client.volume(disk_cid)["status"] == "available"
+
+        # Nova lists an attachment a moment longer than Cinder does (its block device mapping
+        # goes last; CI once saw a re-attach made in that moment take the disk for attached,
+        # and lose it with the record). So a detach ends only once Nova's record is gone:
+        # here the proxy has Nova list it for three more looks.
+        cpi("attach_disk", vm_cid, disk_cid)
+        listed = {"volumeAttachment": {"id": disk_cid, "volumeId": disk_cid, "serverId": vm_cid, "device": "/dev/sdb"}}
+        looks = rf"/os-volume_attachments/{disk_cid}$"
+        released = nova_proxy.count(looks, method="GET", status=404)  # the detach above looked once
+        nova_proxy.inject(looks, "error", method="GET", status=200, times=3, body=listed)
+        cpi("detach_disk", vm_cid, disk_cid)
+        assert nova_proxy.count(looks, method="GET", status=200) == 3
+        assert nova_proxy.count(looks, method="GET", status=404) == released + 1
+        assert cpi("attach_disk", vm_cid, disk_cid) and cloud.disk_attached_to(disk_cid) == vm_cid
+        cpi("detach_disk", vm_cid, disk_cid)
     finally:
         cpi("delete_vm", vm_cid)
         if disk_cid:

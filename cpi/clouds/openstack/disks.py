@@ -293,7 +293,24 @@ class Disks:
             raise DiskNotAttached(f"disk '{disk_cid}' is not attached to VM '{vm_cid}'")
         self._wait(disk_cid, f"detach from {vm_cid}",
                    lambda v: not _attached_to(v, vm_cid) and v["status"] != "detaching", gone_ok=True)
+        self._wait_released(vm_cid, disk_cid)
         log.info("detached %s from %s", disk_cid, vm_cid)
+
+    def _wait_released(self, vm_cid: str, disk_cid: str) -> None:
+        """Cinder says `available` a moment before Nova drops its own record of the
+        attachment (its block device mapping). Until then Nova still lists the disk on the
+        server: an attach made meanwhile would take it for attached already and return,
+        and the disk would then go with the record. So a detach ends when Nova's record is
+        gone (usually at the first look: one request)."""
+
+        def check() -> waits.Check:
+            response = self.api.request("compute", "GET",
+                                        f"/servers/{_quote(vm_cid)}/os-volume_attachments/{_quote(disk_cid)}",
+                                        ok=(404,))
+            return waits.Check(response.status_code == 404, "released" if response.status_code == 404 else "listed")
+
+        waits.until(check, what=f"Nova to release disk {disk_cid} from {vm_cid}", timeout=self.properties.state_timeout,
+                    setting="state_timeout", schedule=poll_schedule(self.properties), check_first=True)
 
     # ------------------------------------------------------------ metadata and snapshots
 
