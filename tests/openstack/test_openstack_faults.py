@@ -159,6 +159,14 @@ def test_requests_whose_answer_was_lost_are_neither_failed_nor_repeated(cloud, c
         assert nova_proxy.count(looks, method="GET", status=404) == released + 1
         assert cpi("attach_disk", vm_cid, disk_cid) and cloud.disk_attached_to(disk_cid) == vm_cid
         cpi("detach_disk", vm_cid, disk_cid)
+        # and an attach that finds such a record (another call's detach finishing) waits for
+        # it to go and attaches, rather than take the disk for attached
+        nova_proxy.inject(rf"/servers/{vm_cid}/os-volume_attachments$", "error", method="GET", status=200,
+                          body={"volumeAttachments": [listed["volumeAttachment"]]})
+        response = cpi.call("attach_disk", vm_cid, disk_cid)
+        assert response.error is None and "waiting for that detach to finish" in response.log, response.log
+        assert cloud.disk_attached_to(disk_cid) == vm_cid
+        cpi("detach_disk", vm_cid, disk_cid)
     finally:
         cpi("delete_vm", vm_cid)
         if disk_cid:

@@ -182,6 +182,15 @@ class Disks:
         attachments = self.vms.attachments(vm_cid)
         for attachment in attachments:
             if attachment.get("volumeId") == disk_cid:
+                status = (self.volume(disk_cid) or {}).get("status")
+                if _detach_under_way(status):
+                    # Nova's record of an attachment that is going (a detach finishing,
+                    # maybe another call's), not one to keep: wait for it, then attach
+                    log.info("Nova still lists disk %s on %s while Cinder says '%s': waiting for that detach "
+                             "to finish", disk_cid, vm_cid, status)
+                    self._wait_released(vm_cid, disk_cid)
+                    attachments = self.vms.attachments(vm_cid)
+                    break
                 hint = _hint(attachment.get("device"))
                 log.info("disk %s is already attached to %s as %s", disk_cid, vm_cid, hint)
                 return hint
