@@ -320,7 +320,10 @@ class DiskCloudProperties(_Strict):
     from b after those of the flavor's ephemeral and swap disks and of a config drive attached
     as a disk; a disk already attached answers its own. resize_disk grows (shrinking is
     NotSupported). Deleting what is gone (VM, disk, snapshot, stemcell) succeeds; detaching a
-    disk that is gone succeeds, one that is not attached to the VM is DiskNotAttached."""
+    disk that is gone succeeds, one that is not attached to the VM is DiskNotAttached. A
+    detach returns once both Cinder and Nova have let go of the disk (Nova drops its record of
+    the attachment a moment after Cinder says `available`); an attach that finds only such a
+    departing record waits for it to go rather than answer that the disk is attached."""
 
     type: str | None = Field(
         None, description="Cinder volume type. Precedence: this, then the global `default_volume_type`, then Cinder's."
