@@ -161,16 +161,10 @@ def warm_up(preload: list[str] = ()) -> None:
     import logging  # noqa: F401 - imported to be in the helper's memory
 
     from cpi import api, backoff, config, logbridge, models  # noqa: F401
-    from cpi.clouds import BUILTIN, load_cloud
+    from cpi.clouds import BUILTIN, builtin_stemcell_formats, load_cloud
 
-    present = []
-    for name in BUILTIN:
-        try:
-            load_cloud(name)
-            present.append(name)
-        except errors.CpiError:  # not in this build: its calls import it themselves
-            pass
-    for name in dict.fromkeys(present + list(preload)):
+    in_build = [name for name in BUILTIN if builtin_stemcell_formats(name) is not None]
+    for name in dict.fromkeys([*in_build, *preload]):
         try:
             load_cloud(name).preload()
         except Exception as exc:  # noqa: BLE001 - the calls import what failed themselves, and say why

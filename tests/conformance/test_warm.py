@@ -23,15 +23,12 @@ import pytest
 
 from tests.lifecycle.local_target import LocalTarget
 from tests.support.normalize import normalized
-from tests.support.runner import BIN_CPI, ROOT, check_envelope, process_state, start_stopped, helper_action
+from tests.support.runner import (BIN_CPI, ROOT, WARM_ENV, check_envelope, helper_action, process_state,
+                                 start_helper, start_stopped)
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
 COLD = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CPI_HELPER_IDLE_TIMEOUT": "0"}
-WARM = {**COLD, "CPI_HELPER_IDLE_TIMEOUT": "120"}
-
-
-def helper(action: str) -> str:
-    return helper_action(action)
+WARM = WARM_ENV
 
 
 def helper_pid() -> int | None:
@@ -41,14 +38,6 @@ def helper_pid() -> int | None:
     out = subprocess.run([str(PYTHON), "-I", "-S", "-c", code, str(ROOT)], capture_output=True, text=True,
                          env=COLD, cwd="/", timeout=30).stdout.strip()
     return int(out) if out else None
-
-
-def start_helper(config: Path, env: dict = WARM, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while helper("running") != "True":
-        assert time.monotonic() < deadline, "the warm helper did not start"
-        run(config, {"method": "ping", "arguments": []}, env)  # a cold call starts it
-        time.sleep(0.3)
 
 
 def run(config: Path | str, request: dict, env: dict, cwd: str | Path = "/", **kw) -> subprocess.CompletedProcess:
@@ -235,7 +224,7 @@ def test_a_helper_of_changed_code_is_not_used(warm_helper):
         proc = run(local.config_path, local.cpi.request("has_vm", "vm-1"), WARM)
         assert json.loads(proc.stdout)["result"] is False and done_in(proc) > 0.05
         deadline = time.monotonic() + 10
-        while helper("running") == "True":
+        while helper_action("running") == "True":
             assert time.monotonic() < deadline, "the stale helper did not exit"
             time.sleep(0.1)
     finally:
@@ -257,11 +246,11 @@ def test_an_unsafe_directory_means_no_helper(warm_helper):
 def test_the_helper_exits_when_idle(tmp_path):
     local = LocalTarget(tmp_path)
     try:
-        helper("stop")
+        helper_action("stop")
         quick = {**WARM, "CPI_HELPER_IDLE_TIMEOUT": "1"}
         start_helper(local.config_path, env=quick)
         time.sleep(3)  # past the idle time (the helper looks every min(5 s, idle))
-        assert helper("running") == "False"
+        assert helper_action("running") == "False"
     finally:
         local.cleanup()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,21 @@ def helper_action(action: str) -> str:
     code = f"import sys; sys.path.insert(0, sys.argv[1]); from cpi import warm; print(warm.{action}())"
     return subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-I", "-S", "-c", code, str(ROOT)],
                           capture_output=True, text=True, env=DIRECTOR_ENV, cwd="/", timeout=30).stdout.strip()
+
+
+#: The warm helper on, whatever CPI_TEST_HELPER says (for tests that compare the modes).
+WARM_ENV = {**DIRECTOR_ENV, "CPI_HELPER_IDLE_TIMEOUT": "120"}
+
+
+def start_helper(config_path: Path | str, env: dict = WARM_ENV, timeout: float = 60) -> None:
+    """Make cold calls (with the helper on, each starts one) until the helper listens: it
+    warms up first."""
+    deadline = time.monotonic() + timeout
+    while helper_action("running") != "True":
+        assert time.monotonic() < deadline, "the warm helper did not start"
+        subprocess.run([str(BIN_CPI), str(config_path)], input=b'{"method": "ping", "arguments": []}',
+                       capture_output=True, env=env, cwd="/", timeout=120)
+        time.sleep(0.3)
 
 
 @dataclass

@@ -287,8 +287,7 @@ class Disks:
                 return True
             return False
 
-        response = self.api.request("compute", "DELETE",
-                                    f"/servers/{_quote(vm_cid)}/os-volume_attachments/{_quote(disk_cid)}", ok=(404,),
+        response = self.api.request("compute", "DELETE", _attachment_path(vm_cid, disk_cid), ok=(404,),
                                     also=detaching, budget=self.properties.state_timeout)
         if response.status_code == 404 and response.after_unknown_outcome:
             log.info("detach of %s from %s: an earlier attempt, whose answer was lost, was carried out",
@@ -313,10 +312,9 @@ class Disks:
         gone (usually at the first look: one request)."""
 
         def check() -> waits.Check:
-            response = self.api.request("compute", "GET",
-                                        f"/servers/{_quote(vm_cid)}/os-volume_attachments/{_quote(disk_cid)}",
-                                        ok=(404,))
-            return waits.Check(response.status_code == 404, "released" if response.status_code == 404 else "listed")
+            response = self.api.request("compute", "GET", _attachment_path(vm_cid, disk_cid), ok=(404,))
+            released = response.status_code == 404
+            return waits.Check(released, "released" if released else "listed")
 
         waits.until(check, what=f"Nova to release disk {disk_cid} from {vm_cid}", timeout=self.properties.state_timeout,
                     setting="state_timeout", schedule=poll_schedule(self.properties), check_first=True)
@@ -409,6 +407,10 @@ def _holder_note(volume: dict[str, Any], vm_cid: str) -> str:
     if holders:
         return f" (it is attached to {', '.join(holders)}; detach it there first)"
     return f" (volume status {volume.get('status')})"
+
+
+def _attachment_path(vm_cid: str, disk_cid: str) -> str:
+    return f"/servers/{_quote(vm_cid)}/os-volume_attachments/{_quote(disk_cid)}"
 
 
 def _detach_under_way(status: str | None) -> bool:
