@@ -3,13 +3,16 @@ CPython source.
 
 A BOSH package compiles on a machine that may have no index access (a compilation VM),
 or on the operator's own Linux or Mac (`bosh create-env`). So the cpi package installs
-its dependencies with `pip install --no-index` from wheels shipped in the release. Most
+its dependencies with `pip install --no-index --require-hashes` from wheels shipped in the
+release, at the versions and with the bytes requirements.lock pins (cpi/release/lock.py). Most
 are pure Python (`py3-none-any`, shared by all platforms); a few are compiled
 (pydantic-core, cryptography, cffi, PyYAML, psutil...) and exist once per platform. The
 layout under the blobs root:
 
-    wheels/requirements.txt      the project's runtime requirements, with a header naming
-                                 the CPython version and the platforms vendored
+    wheels/requirements.txt      the runtime closure as requirements.lock pins it (each
+                                 line with the sha256 of the wheels vendored), under a
+                                 header naming the CPython version, the platforms vendored
+                                 and the lock
     wheels/any/*.whl             pure-Python wheels, and pip's own: package cpi runs pip from
                                  its wheel, so neither package has to install pip
     wheels/<platform>/*.whl      compiled wheels, one directory per platform in release.yml
@@ -21,6 +24,7 @@ Wheels and sources are large, so they live in the git-ignored blobs root and nev
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform as _platform
 import re
@@ -31,9 +35,10 @@ import tarfile
 import tempfile
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from cpi.release import lock
 from cpi.release.definition import ReleaseDefinition, VendorSettings
 from cpi.release.errors import ReleaseError
 
@@ -71,12 +76,22 @@ def project_requirements(release_dir: Path) -> list[str]:
     return requirements
 
 
-def requirements_text(requirements: Sequence[str], python: str, platforms: Sequence[str]) -> str:
+def requirements_text(
+    requirements: Sequence[str], python: str, platforms: Sequence[str], lock: str = "", pinned: Sequence[str] = ()
+) -> str:
+    """wheels/requirements.txt: a header (the CPython version and platforms vendored, which
+    packages/cpi/packaging reads; the lock's sha256 and pyproject.toml's requirements, which
+    `cpi release build` compares with the checkout's) and the locked lines, with the hashes
+    of the wheels vendored, that package cpi installs with `pip --require-hashes`."""
     return (
-        "# Written by `cpi release vendor`: the CPI's runtime requirements, installed offline by\n"
-        "# packages/cpi/packaging from the wheels beside this file.\n"
+        "# Written by `cpi release vendor` from requirements.lock: the CPI's runtime closure,\n"
+        "# installed offline (pip --require-hashes) by packages/cpi/packaging from the wheels\n"
+        "# beside this file.\n"
         f"# python: {python}\n"
-        f"# platforms: {' '.join(sorted(platforms))}\n" + "".join(f"{r}\n" for r in requirements)
+        f"# platforms: {' '.join(sorted(platforms))}\n"
+        f"# lock: {lock}\n"
+        + "".join(f"# requires: {r}\n" for r in requirements)
+        + "".join(f"{line}\n" for line in pinned)
     )
 
 
@@ -87,18 +102,24 @@ class VendoredState:
     python: str | None
     platforms: list[str]
     requirements: list[str]
+    lock: str | None = None
+    pinned: list[str] = field(default_factory=list)
 
 
 def read_requirements(path: Path) -> VendoredState:
-    python, platforms, requirements = None, [], []
+    state = VendoredState(None, [], [])
     for line in path.read_text().splitlines():
         if line.startswith("# python:"):
-            python = line.split(":", 1)[1].strip()
+            state.python = line.split(":", 1)[1].strip()
         elif line.startswith("# platforms:"):
-            platforms = line.split(":", 1)[1].split()
+            state.platforms = line.split(":", 1)[1].split()
+        elif line.startswith("# lock:"):
+            state.lock = line.split(":", 1)[1].strip() or None
+        elif line.startswith("# requires:"):
+            state.requirements.append(line.split(":", 1)[1].strip())
         elif line.strip() and not line.startswith("#"):
-            requirements.append(line.strip())
-    return VendoredState(python, platforms, requirements)
+            state.pinned.append(line.strip())
+    return state
 
 
 # --- wheels -------------------------------------------------------------------------------
@@ -168,22 +189,50 @@ def run_pip(args: list[str], environment: dict[str, str] | None = None) -> None:
         )
 
 
+MANYLINUX = re.compile(r"^manylinux_2_(\d+)_(\w+)$")
+LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+
+
+def pip_platform_tags(tags: Sequence[str]) -> list[str]:
+    """release.yml's tags with what each implies: a host of glibc 2.N runs every
+    manylinux_2_M wheel for M <= N (and the legacy manylinux2014/2010/1 names of 2_17, 2_12
+    and 2_5), but `pip download --platform` expands no manylinux tag by itself, so psutil
+    7.2's wheels (tagged manylinux_2_12 and 2_28) would not be found for manylinux_2_17.
+    macOS tags need no expansion: pip already accepts older macosx_X_Y wheels."""
+    expanded: list[str] = []
+    for tag in tags:
+        expanded.append(tag)
+        match = MANYLINUX.match(tag)
+        if not match:
+            continue
+        glibc, arch = int(match.group(1)), match.group(2)
+        for minor in range(glibc, 4, -1):
+            expanded.append(f"manylinux_2_{minor}_{arch}")
+            if minor in LEGACY_MANYLINUX:
+                expanded.append(f"{LEGACY_MANYLINUX[minor]}_{arch}")
+    return list(dict.fromkeys(expanded))
+
+
 def download_wheels(
     requirements: Sequence[str],
     python: str,
     platforms: dict[str, list[str]],
     destination: Path,
     pip: PipRunner = run_pip,
+    constraints: Path | None = None,
 ) -> dict[str, list[Path]]:
     """Download the binary closure of `requirements`, and pip, for each platform into
     destination/<platform>/, with the markers of that platform and of each end of
-    PATCH_RANGE; return the wheels per platform."""
+    PATCH_RANGE, at the versions `constraints` (the lock) pins; return the wheels per
+    platform."""
     downloaded = {}
     for name, tags in platforms.items():
         target = destination / name
         target.mkdir(parents=True, exist_ok=True)
         args = ["download", "--quiet", "--only-binary=:all:", "--dest", str(target)]
-        for tag in tags:
+        if constraints is not None:
+            args += ["--constraint", str(constraints)]
+        for tag in pip_platform_tags(tags):
             args += ["--platform", tag]
         args += ["--python-version", python, "--implementation", "cp", INSTALLER, *requirements]
         for patch in PATCH_RANGE:
@@ -194,11 +243,45 @@ def download_wheels(
     return downloaded
 
 
+WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+
+def locked_lines(downloaded: dict[str, list[Path]], pins: Sequence[lock.Pin]) -> list[str]:
+    """Check that every downloaded wheel is a file the lock pins (name, version and sha256)
+    and return the lock's lines for the closure, each accepting only the hashes of the
+    wheels vendored: package cpi installs them with `--require-hashes`, so a compile host
+    installs these bytes or nothing. pip itself is checked but not listed (package cpi runs
+    it from its wheel and does not install it)."""
+    table = lock.by_version(list(pins))
+    accepted: dict[tuple[str, str], set[str]] = {}
+    for wheel in sorted({w for wheels in downloaded.values() for w in wheels}):
+        match = WHEEL_NAME.match(wheel.name)
+        if not match:
+            raise ReleaseError(f"pip downloaded {wheel.name}, which is not named as a wheel is")
+        key = (lock.canonical(match["name"]), match["version"])
+        pin = table.get(key)
+        if pin is None:
+            raise ReleaseError(
+                f"pip downloaded {wheel.name}, a version requirements.lock does not pin: the lock no longer "
+                f"holds the runtime closure of pyproject.toml ({lock.UPDATE})"
+            )
+        sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        if sha256 not in pin.hashes:
+            raise ReleaseError(
+                f"{wheel.name}: its sha256 {sha256} is not one requirements.lock accepts for "
+                f"{pin.name}=={pin.version} (the index served other bytes than were locked)"
+            )
+        accepted.setdefault(key, set()).add(sha256)
+    return [table[key].line(frozenset(hashes)) for key, hashes in sorted(accepted.items()) if key[0] != INSTALLER]
+
+
 def arrange_wheels(
     downloaded: dict[str, list[Path]],
     wheels_dir: Path,
     requirements: Sequence[str],
     python: str,
+    lock_digest: str = "",
+    pinned: Sequence[str] = (),
 ) -> dict[str, int]:
     """Replace `wheels_dir` with: pure wheels (deduplicated by file name) in any/, compiled
     ones per platform, and requirements.txt. Returns the number of wheels per directory."""
@@ -218,7 +301,7 @@ def arrange_wheels(
             else:
                 shutil.copyfile(wheel, staging / name / wheel.name)
                 counts[name] += 1
-    (staging / REQUIREMENTS).write_text(requirements_text(requirements, python, list(downloaded)))
+    (staging / REQUIREMENTS).write_text(requirements_text(requirements, python, list(downloaded), lock_digest, pinned))
     shutil.rmtree(wheels_dir, ignore_errors=True)
     staging.rename(wheels_dir)
     return counts
@@ -242,12 +325,19 @@ def vendor_wheels(
             f"{', '.join(vendor.platforms)} (add a platform there with its pip --platform tags)"
         )
     requirements = project_requirements(release_dir)
+    pins = lock.read(release_dir)
     python = python or vendor.python
     with tempfile.TemporaryDirectory(prefix="cpi-vendor-") as tmp:
+        constraints = Path(tmp) / "constraints.txt"
+        constraints.write_text("".join(f"{pin.constraint()}\n" for pin in pins))
         downloaded = download_wheels(
-            requirements, python, {name: vendor.platforms[name] for name in names}, Path(tmp), pip
+            requirements, python, {name: vendor.platforms[name] for name in names}, Path(tmp) / "wheels", pip,
+            constraints,
         )
-        return arrange_wheels(downloaded, wheels_dir(release_dir, vendor), requirements, python)
+        pinned = locked_lines(downloaded, pins)
+        return arrange_wheels(
+            downloaded, wheels_dir(release_dir, vendor), requirements, python, lock.digest(release_dir), pinned
+        )
 
 
 # --- CPython source ----------------------------------------------------------------------
@@ -340,6 +430,11 @@ def check_vendored(release_dir: Path, definition: ReleaseDefinition) -> list[str
         raise ReleaseError(
             f"the vendored wheels are stale: pyproject.toml requires {current}, they were downloaded "
             f"for {state.requirements}. Run `cpi release vendor` again"
+        )
+    if state.lock != lock.digest(release_dir):
+        raise ReleaseError(
+            "the vendored wheels are stale: requirements.lock changed since they were downloaded "
+            "(or they were not downloaded from it). Run `cpi release vendor` again"
         )
     pure = wheels_dir(release_dir, vendor) / PURE
     installers = sorted(pure.glob(f"{INSTALLER}-*.whl"))

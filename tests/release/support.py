@@ -154,9 +154,11 @@ def fake_wheels(wheels_dir: Path, requirements: list[str], python: str, platform
     write(wheels_dir / "any/pip-99.0-py3-none-any.whl", b"PK pip")
     for platform in platforms:
         write(wheels_dir / platform / f"compiled_pkg-1.0-cp311-cp311-{platform}.whl", f"PK {platform}".encode())
+    from cpi.release.lock import digest
     from cpi.release.vendor import requirements_text
 
-    write(wheels_dir / "requirements.txt", requirements_text(requirements, python, platforms))
+    text = requirements_text(requirements, python, platforms, digest(wheels_dir.parent.parent))
+    write(wheels_dir / "requirements.txt", text)
 
 
 def copy_project_release(destination: Path, *, python: str = HOST_PYTHON, source: Path = REPO) -> Path:
@@ -168,6 +170,7 @@ def copy_project_release(destination: Path, *, python: str = HOST_PYTHON, source
         shutil.copytree(source / name, destination / name)
     shutil.copytree(source / "cpi", destination / "cpi", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy(source / "pyproject.toml", destination / "pyproject.toml")
+    shutil.copy(source / "requirements.lock", destination / "requirements.lock")
     for license_file in [*source.glob("LICENSE*"), *source.glob("NOTICE*")]:
         shutil.copy(license_file, destination / license_file.name)
     definition = yaml.safe_load((source / "release.yml").read_text())

@@ -230,6 +230,24 @@ def test_cpi_package_installs_the_runtime_offline(installation):
 
 
 @pytest.mark.slow
+def test_the_installed_release_holds_exactly_the_locked_versions(installation):
+    """What a compile host installs is what requirements.lock pins (and what .venv runs):
+    every distribution in the package's venv at its locked version."""
+    from cpi.release.lock import by_version, canonical, read
+
+    (site,) = (installation["root"] / "packages/cpi/venv").glob("lib/python3.*/site-packages")
+    installed = set()
+    for info in site.glob("*.dist-info"):
+        metadata = (info / "METADATA").read_text(errors="replace").split("\n\n", 1)[0].splitlines()
+        fields = dict(line.split(": ", 1) for line in metadata if ": " in line)
+        installed.add((canonical(fields["Name"]), fields["Version"]))
+    locked = set(by_version(read(REPO)))
+    assert installed, "no distribution found in the package's venv"
+    assert installed <= locked, f"installed at versions the lock does not pin: {sorted(installed - locked)}"
+    assert {name for name, _ in installed} >= {"pydantic", "pydantic-core", "botocore", "openstacksdk", "redis"}
+
+
+@pytest.mark.slow
 def test_cpi_package_leaves_out_what_the_cpi_never_reads(installation):
     venv = installation["root"] / "packages/cpi/venv"
     (site,) = venv.glob("lib/python3.*/site-packages")

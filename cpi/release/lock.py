@@ -1,0 +1,130 @@
+"""requirements.lock: the one list of exact versions every install of this project comes from.
+
+bin/bootstrap installs the whole lock into .venv (`pip --require-hashes`), and `cpi release
+vendor` downloads the runtime part of it into the release's blobs, checking each wheel's
+sha256 against the lock and writing only locked lines into wheels/requirements.txt, which
+package cpi installs with `--require-hashes` again. So a director's compile VM, an
+operator's `create-env`, CI and a developer's venv install the same bytes on any day.
+bin/lock (uv, run by a maintainer) is the only thing that writes it.
+
+This reader knows the subset of pip's requirements format that the lock uses: one
+`name==version[ ; marker]` per entry, `--hash=sha256:...` options on continuation lines,
+comments. It evaluates no marker: pip does that, for the machine that installs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cpi.release.errors import ReleaseError
+
+LOCK = "requirements.lock"
+UPDATE = "run bin/lock (a maintainer's command) and commit requirements.lock"
+_ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)\s*(?:;\s*(.+?))?\s*$")
+_HASH = re.compile(r"^--hash=sha256:([0-9a-f]{64})$")
+
+
+def canonical(name: str) -> str:
+    """A distribution name as PEP 503 compares them (`PyYAML`, `pyyaml` and `py_yaml` alike)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One locked distribution: its exact version, the marker saying where it applies
+    (None: everywhere) and the sha256 of every file of it the lock accepts."""
+
+    name: str
+    version: str
+    marker: str | None
+    hashes: frozenset[str]
+
+    @property
+    def key(self) -> str:
+        return canonical(self.name)
+
+    def line(self, hashes: frozenset[str] | None = None) -> str:
+        """The pip requirements line for this pin, accepting `hashes` (default: all)."""
+        marker = f" ; {self.marker}" if self.marker else ""
+        options = "".join(f" --hash=sha256:{h}" for h in sorted(self.hashes if hashes is None else hashes))
+        return f"{self.name}=={self.version}{marker}{options}"
+
+    def constraint(self) -> str:
+        """The same without hashes: what `pip download --constraint` reads."""
+        return f"{self.name}=={self.version}" + (f" ; {self.marker}" if self.marker else "")
+
+
+def lock_path(root: Path) -> Path:
+    return root / LOCK
+
+
+def parse(text: str, source: str = LOCK) -> list[Pin]:
+    """The pins of a lock's text; a line it does not understand is an error naming it."""
+    pins: list[Pin] = []
+    current: tuple[str, str, str | None] | None = None
+    hashes: set[str] = set()
+    for number, raw in enumerate(_logical_lines(text), start=1):
+        line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if not line:
+            continue
+        tokens = line.split(" --hash=")
+        head, options = tokens[0].strip(), ["--hash=" + t.strip() for t in tokens[1:]]
+        if head.startswith("--hash="):
+            options.insert(0, head)
+            head = ""
+        if head:
+            match = _ENTRY.match(head)
+            if not match:
+                raise ReleaseError(f"{source}: entry {number} is not `name==version[ ; marker]`: {head!r}")
+            if current:
+                pins.append(Pin(current[0], current[1], current[2], frozenset(hashes)))
+            current, hashes = (match.group(1), match.group(2), match.group(3)), set()
+        for option in options:
+            found = _HASH.match(option)
+            if not found or current is None:
+                raise ReleaseError(f"{source}: entry {number}: not a sha256 hash of a pinned entry: {option!r}")
+            hashes.add(found.group(1))
+    if current:
+        pins.append(Pin(current[0], current[1], current[2], frozenset(hashes)))
+    unhashed = [p.name for p in pins if not p.hashes]
+    if unhashed:
+        raise ReleaseError(f"{source}: {', '.join(unhashed)} without a --hash: {UPDATE}")
+    return pins
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Lines with their backslash continuations joined, as pip reads them."""
+    joined, pending = [], ""
+    for line in text.splitlines():
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        joined.append(pending + line)
+        pending = ""
+    if pending:
+        joined.append(pending)
+    return joined
+
+
+def read(root: Path) -> list[Pin]:
+    path = lock_path(root)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ReleaseError(f"{path}: not found; every install comes from it ({UPDATE})") from None
+    return parse(text, str(path))
+
+
+def digest(root: Path) -> str:
+    """sha256 of the lock file: a vendored release names the lock it was downloaded from."""
+    try:
+        return hashlib.sha256(lock_path(root).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        raise ReleaseError(f"{lock_path(root)}: not found; every install comes from it ({UPDATE})") from None
+
+
+def by_version(pins: list[Pin]) -> dict[tuple[str, str], Pin]:
+    return {(pin.key, pin.version): pin for pin in pins}

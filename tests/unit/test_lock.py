@@ -1,0 +1,86 @@
+"""requirements.lock is the one source of versions: it satisfies what pyproject.toml asks,
+bin/bootstrap's venv is exactly it, and the generated EC2 model follows its botocore."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+import tomllib
+
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+
+from cpi.release.lock import Pin, canonical, read
+from tests.support.runner import ROOT
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PINS = read(ROOT)
+PROJECT = canonical(PYPROJECT["project"]["name"])
+
+
+def applies(pin: Pin) -> bool:
+    return pin.marker is None or Marker(pin.marker).evaluate()
+
+
+def locked_here() -> dict[str, str]:
+    return {pin.key: pin.version for pin in PINS if applies(pin)}
+
+
+def wanted() -> list[Requirement]:
+    project = PYPROJECT["project"]
+    texts = [*project["dependencies"], *project["optional-dependencies"]["test"],
+             *PYPROJECT["build-system"]["requires"], "pip"]
+    return [Requirement(text) for text in texts]
+
+
+def test_the_lock_satisfies_every_range_of_pyproject():
+    locked = {pin.key: pin for pin in PINS}
+    for requirement in wanted():
+        pin = locked.get(canonical(requirement.name))
+        assert pin is not None, f"{requirement} is not in requirements.lock: run bin/lock"
+        assert requirement.specifier.contains(pin.version, prereleases=True), \
+            f"requirements.lock pins {pin.name}=={pin.version}, outside pyproject.toml's {requirement}: run bin/lock"
+        for extra in requirement.extras:  # moto[server]: what the extra pulls in is locked too
+            metadata = importlib.metadata.metadata(requirement.name)
+            for text in metadata.get_all("Requires-Dist") or []:
+                needed = Requirement(text)
+                if needed.marker and needed.marker.evaluate({"extra": extra}) and \
+                        not needed.marker.evaluate({"extra": ""}):
+                    assert canonical(needed.name) in locked, f"{needed.name} ({requirement}) is not locked"
+
+
+def test_every_lock_entry_is_exact_and_hashed():
+    assert PINS, "requirements.lock holds no entry"
+    for pin in PINS:
+        assert pin.hashes and all(len(h) == 64 for h in pin.hashes), pin
+        assert "*" not in pin.version and "," not in pin.version, pin
+
+
+def test_the_venv_is_exactly_the_lock():
+    """bin/bootstrap installed the lock and nothing else (a venv built from an older lock is
+    rebuilt, its stamp naming the lock)."""
+    installed = {canonical(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
+    installed.pop(PROJECT, None)
+    expected = locked_here()
+    assert installed == expected, {
+        "installed, not locked": sorted(set(installed.items()) - set(expected.items())),
+        "locked, not installed": sorted(set(expected.items()) - set(installed.items())),
+    }
+
+
+def test_the_venv_is_what_pip_finds_consistent():
+    result = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_bootstrap_stamp_names_the_lock():
+    """A changed lock reinstalls: the stamp's checksum covers requirements.lock."""
+    stamps = list((ROOT / ".venv").glob(".installed-*"))
+    assert len(stamps) == 1
+    expected = subprocess.run(
+        ["sh", "-c", 'cat pyproject.toml requirements.lock | cksum | cut -d" " -f1'],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert stamps[0].name == f".installed-{expected}"
