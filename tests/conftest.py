@@ -1,15 +1,47 @@
-"""Session-wide: bin/cpi hands its calls to a warm helper by default (cpi.warm), which
-outlives the calls for its idle time; the suite stops this checkout's helper when it ends,
-so no process of the tests lingers after them."""
+"""Session-wide: the run's own HOME, XDG dirs, TMPDIR and basetemp (tests/support/suite.py),
+and at the end the check that it left nothing behind.
+
+bin/cpi hands its calls to a warm helper by default (cpi.warm), which outlives the calls
+for its idle time; the suite stops this checkout's helper when it ends. Then whatever is
+left (a local VM's process, a helper, a file in the suite's TMPDIR, a change to the real
+~/.cache/bosh-cpi) fails the run, named one per line; a clean passing run removes its
+directory, a failing one keeps it and says where."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.runner import helper_action
+from tests.support import suite
+from tests.support.runner import stop_helper
+
+_start: dict = {}
+
+
+def pytest_configure(config):
+    if not config.option.basetemp:
+        config.option.basetemp = str(suite.basetemp())
+    _start["real_cache"] = suite.snapshot(suite.REAL_CACHE)
+    _start["processes"] = suite.running_before()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _warm_helper_stopped_at_the_end():
     yield
-    helper_action("stop")
+    stop_helper()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if "real_cache" not in _start:
+        return
+    found = suite.leftovers(_start["real_cache"], _start["processes"])
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    say = reporter.write_line if reporter else print
+    if found:
+        say(f"the test run left {len(found)} thing(s) behind:")
+        for line in found:
+            say(f"  {line}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if session.exitstatus == 0:
+        suite.remove()
+    else:
+        say(f"the run's files are kept for a look: {suite.root()}")

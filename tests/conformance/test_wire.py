@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from tests.support.runner import BIN_CPI, DIRECTOR_ENV, ROOT, Cpi, run_raw
+from tests.support.runner import BIN_CPI, DIRECTOR_ENV, ROOT, WIPED_ENV, Cpi, run_raw
 
 
 @pytest.fixture
@@ -106,8 +106,9 @@ def test_info_same_whatever_api_version_and_context(config):
 
 
 def test_no_config_path_uses_local_cloud_defaults():
-    # No HOME either: the default state dir comes from the password database.
-    response = run_raw(b'{"method":"info","arguments":[],"context":{}}', None)
+    # No HOME either (a director sets none): the default state dir comes from the password
+    # database. info writes nothing there.
+    response = run_raw(b'{"method":"info","arguments":[],"context":{}}', None, env=WIPED_ENV)
     assert response.doc["result"]["stemcell_formats"] == ["dummy", "local-raw", "local-light"]
 
 

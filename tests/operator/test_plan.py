@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from cpi import audit
+from tests.support import suite
 from tests.support.runner import ROOT, Cpi
 from tests.openstack.fixtures import openstack_cloud, openstack_loopback  # noqa: F401 - fixtures
 
@@ -145,7 +146,8 @@ def local(tmp_path):
     state = tmp_path / "state"
     config = tmp_path / "cpi.json"
     config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {"state_dir": str(state)}}}}))
-    return config, state, Trail(state / "audit.log", Cpi(config, director_uuid=DIRECTOR))
+    yield config, state, Trail(state / "audit.log", Cpi(config, director_uuid=DIRECTOR))
+    suite.stop_vms(state)  # what a failing test did not delete
 
 
 def test_local_plans_change_nothing_and_list_what_the_real_calls_do(local, tmp_path):
@@ -201,6 +203,8 @@ def test_a_local_plan_says_what_the_call_would_fail_on(local, tmp_path):
     assert "plan of create_disk: 1 change (nothing was changed)" in proc.stdout
     assert "1. create disk disk-planned1" in proc.stdout and "size: 128" in proc.stdout
     assert "would return: \"disk-planned1\"" in proc.stdout
+    trail.call("delete_vm", vm)
+    trail.call("delete_stemcell", stemcell)
 
 
 def test_plan_usage_errors_exit_2(local):

@@ -1,5 +1,8 @@
 """Drive bin/cpi as the director does: a fresh process per call, the environment wiped to
-PATH only, no HOME, an unrelated working directory, one JSON request on stdin."""
+PATH only, an unrelated working directory, one JSON request on stdin. A director sets no
+HOME (the CPI then takes the user's home from the password database); the suite sets its
+own HOME and TMPDIR (tests/support/suite.py), so that the CPI's defaults under the home
+never touch the real user's."""
 
 from __future__ import annotations
 
@@ -11,9 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support import suite
+
+suite.install()
 ROOT = Path(__file__).resolve().parents[2]
 BIN_CPI = ROOT / "bin" / "cpi"
-DIRECTOR_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+#: exactly what a director leaves: no HOME (for the few tests that check that case)
+WIPED_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+DIRECTOR_ENV = {**WIPED_ENV, **suite.director_env()}
 #: bin/cpi hands its calls to the warm helper (cpi.warm) by default. CPI_TEST_HELPER=0 runs
 #: every bin/cpi call of the suites cold instead (bin/test runs the local suites both ways);
 #: the director's environment then carries the setting, as a job's bin/cpi exports it.
@@ -30,6 +38,36 @@ def helper_action(action: str) -> str:
     code = f"import sys; sys.path.insert(0, sys.argv[1]); from cpi import warm; print(warm.{action}())"
     return subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-I", "-S", "-c", code, str(ROOT)],
                           capture_output=True, text=True, env=DIRECTOR_ENV, cwd="/", timeout=30).stdout.strip()
+
+
+HELPER_ALIVE = """
+import fcntl, os, sys
+sys.path.insert(0, sys.argv[1])
+from cpi import warm
+try:
+    fd = os.open(warm.socket_path() + ".lock", os.O_RDWR | os.O_NOFOLLOW)
+except FileNotFoundError:
+    print(False)
+else:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print(False)
+    except OSError:
+        print(True)
+"""
+
+
+def stop_helper(timeout: float = 60) -> None:
+    """Stop this checkout's helper, also one still warming up (a helper holds its lock file
+    from its start, but answers `stop` only once it listens)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        helper_action("stop")
+        alive = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-I", "-S", "-c", HELPER_ALIVE, str(ROOT)],
+                               capture_output=True, text=True, env=DIRECTOR_ENV, cwd="/", timeout=30).stdout.strip()
+        if alive != "True" or time.monotonic() > deadline:
+            return
+        time.sleep(0.3)
 
 
 #: The warm helper on, whatever CPI_TEST_HELPER says (for tests that compare the modes).

@@ -1,0 +1,161 @@
+"""The test run's own corner of the machine, and the check that it leaves nothing behind.
+
+Every pytest session gets one private directory (0700, under the system temp dir) holding
+a HOME, the XDG base dirs, a TMPDIR and pytest's own basetemp. The suite's environment
+points there before anything else is imported, and so does the director's environment that
+tests/support/runner.py gives bin/cpi: the CPI's defaults under the user's home (audit log,
+throttle state, Keystone tokens, the local cloud's state dir) land in the suite's home,
+never in the operator's real ~/.cache/bosh-cpi.
+
+When the session ends, `leftovers()` names what the run left: VM processes of a local
+cloud under the suite's directory, warm helpers serving this checkout or an install the
+tests made, files in the suite's TMPDIR, and any change to the real ~/.cache/bosh-cpi. A
+passing run removes its directory; a failing one keeps it for a look and says where.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the real home of the user running the tests, from the password database (HOME is the
+#: suite's once install() ran)
+REAL_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
+REAL_CACHE = REAL_HOME / ".cache" / "bosh-cpi"
+XDG = {"XDG_CACHE_HOME": ".cache", "XDG_CONFIG_HOME": ".config", "XDG_STATE_HOME": ".local/state",
+       "XDG_DATA_HOME": ".local/share"}
+#: the local cloud's VM processes carry this variable, naming their VM directory
+VM_MARKER = b"BOSH_CPI_VM="
+#: what a warm helper's command line holds (cpi.warm spawns `python -I -S -c "... helper(...)"`)
+HELPER_MARK = "from cpi.rpc import helper"
+
+_root: Path | None = None
+
+
+def root() -> Path:
+    assert _root is not None, "tests.support.suite.install() has not run"
+    return _root
+
+
+def install() -> Path:
+    """Make the suite's directory and point this process's environment at it (once)."""
+    global _root
+    if _root is not None:
+        return _root
+    _root = Path(tempfile.mkdtemp(prefix="cpi-tests-"))
+    home = _root / "home"
+    os.environ["HOME"] = str(home)
+    for variable, relative in XDG.items():
+        (home / relative).mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.environ[variable] = str(home / relative)
+    runtime = _root / "run"
+    runtime.mkdir(mode=0o700)
+    os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    tmp = _root / "tmp"
+    tmp.mkdir(mode=0o700)
+    os.environ["TMPDIR"] = str(tmp)
+    tempfile.tempdir = None  # re-read TMPDIR
+    return _root
+
+
+def director_env() -> dict[str, str]:
+    """What the suite adds to the director's wiped environment: its HOME and TMPDIR (a
+    director sets neither; the CPI then resolves the home from the password database,
+    which for the tests would be the operator's own)."""
+    return {"HOME": os.environ["HOME"], "TMPDIR": os.environ["TMPDIR"]}
+
+
+def basetemp() -> Path:
+    return root() / "pytest"
+
+
+def snapshot(path: Path) -> dict[str, tuple[int, int]]:
+    """Every entry under `path` with its size and modification time (empty when absent)."""
+    found = {}
+    for directory, dirs, files in os.walk(path):
+        for name in dirs + files:
+            entry = Path(directory, name)
+            try:
+                st = entry.lstat()
+            except FileNotFoundError:
+                continue
+            found[str(entry.relative_to(path))] = (st.st_size, st.st_mtime_ns)
+    return found
+
+
+def _processes(under: Path | None = None, helpers: bool = True) -> list[tuple[int, str]]:
+    """(pid, why it is ours) of live processes: VM processes whose VM directory is under
+    `under` (default: the suite's directory) and, with `helpers`, warm helpers serving this
+    checkout or an install under it."""
+    ours = []
+    suite = str(under or root())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue  # gone, or not ours to read
+        if state == "Z":
+            continue
+        for variable in environ.split(b"\0"):
+            if variable.startswith(VM_MARKER) and variable[len(VM_MARKER):].decode(errors="replace").startswith(suite):
+                ours.append((int(entry), f"local VM process {variable.decode(errors='replace')}: {cmdline[:120]}"))
+                break
+        else:
+            if helpers and HELPER_MARK in cmdline and (str(ROOT) in cmdline or suite in cmdline):
+                ours.append((int(entry), f"warm helper: {cmdline[:160]}"))
+    return ours
+
+
+def stop_vms(state_dir: Path) -> list[int]:
+    """Kill the local cloud's VM processes under `state_dir` (a fixture's teardown, for
+    what a failing test did not delete); returns their pids."""
+    pids = [pid for pid, _ in _processes(state_dir, helpers=False)]
+    for pid in pids:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            continue
+    return pids
+
+
+def running_before() -> set[int]:
+    """The processes of this kind already alive when the session starts (a helper a
+    previous bin/demo left, say): not this run's."""
+    return {pid for pid, _ in _processes()}
+
+
+def leftovers(real_cache_before: dict, before: set[int], wait: float = 15.0) -> list[str]:
+    """What the run left behind (each line one finding); processes get `wait` seconds to
+    go (a helper the release tests started exits after its 5 s idle time), then are killed
+    so that the next run starts clean."""
+    deadline = time.monotonic() + wait
+    processes = [p for p in _processes() if p[0] not in before]
+    while processes and time.monotonic() < deadline:
+        time.sleep(0.5)
+        processes = [p for p in _processes() if p[0] not in before]
+    found = [f"pid {pid}: {why}" for pid, why in processes]
+    for pid, _ in processes:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            continue
+    tmp = root() / "tmp"
+    found += [f"left in the suite's TMPDIR: {tmp / name}" for name in sorted(os.listdir(tmp))]
+    after = snapshot(REAL_CACHE)
+    if after != real_cache_before:
+        changed = sorted(set(after.items()) ^ set(real_cache_before.items()))
+        found.append(f"the real {REAL_CACHE} changed: {changed[:5]}")
+    return found
+
+
+def remove() -> None:
+    shutil.rmtree(root(), ignore_errors=True)
