@@ -1,5 +1,6 @@
 """The CPI as the director runs it, for the human commands: one bin/cpi process per call,
-the environment wiped to PATH, one JSON request on stdin."""
+the environment wiped to PATH (and the operator's HOME, see `_env`), one JSON request on
+stdin."""
 
 from __future__ import annotations
 
@@ -12,6 +13,17 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN_CPI = ROOT / "bin" / "cpi"
+
+
+def _env() -> dict[str, str]:
+    """The director's wiped environment, with the operator's HOME kept: what the calls keep
+    under the home by default (the audit trail, throttle state, tokens) then lands where
+    this command's own readers (`cpi audit`, `cpi list`) look, even when HOME is not the
+    password database's home (sudo -E, a test run's own HOME)."""
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    if os.environ.get("HOME"):
+        env["HOME"] = os.environ["HOME"]
+    return env
 
 
 class Client:
@@ -36,8 +48,7 @@ class Client:
         }
         argv = [str(BIN_CPI)] + ([str(self.config)] if self.config else [])
         started = time.monotonic()
-        proc = subprocess.run(argv, input=json.dumps(request).encode(), capture_output=True,
-                              env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, cwd="/")
+        proc = subprocess.run(argv, input=json.dumps(request).encode(), capture_output=True, env=_env(), cwd="/")
         elapsed = time.monotonic() - started
         response = json.loads(proc.stdout)
         if self.echo:

@@ -125,6 +125,19 @@ class AwsTarget(Target):
                 return attachment["InstanceId"]
         return None
 
+    tags_stemcells = False  # stemcell_args() is a light stemcell: the AMI is not the CPI's
+
+    def stemcell_tags(self, stemcell_cid: str) -> dict[str, str]:
+        image_id = stemcell_cid.removesuffix(" light")
+        image = self.ec2.describe_images(ImageIds=[image_id])["Images"][0]
+        return {tag["Key"]: tag["Value"] for tag in image.get("Tags") or []}
+
+    def offered_resources(self, vm_cloud_properties: dict[str, Any]) -> dict[str, int]:
+        (described,) = self.ec2.describe_instance_types(InstanceTypes=[vm_cloud_properties["instance_type"]])[
+            "InstanceTypes"]
+        return {"cpu": described["VCpuInfo"]["DefaultVCpus"], "ram": described["MemoryInfo"]["SizeInMiB"],
+                "ephemeral_disk": vm_cloud_properties["ephemeral_disk"]["size"]}
+
     def settings(self, vm_cid: str) -> dict:
         """The agent settings the VM boots with (its user-data)."""
         import base64

@@ -629,7 +629,7 @@ def test_a_refused_role_says_which_role_and_which_base_credentials(proxy, make_c
 def test_env_or_profile_reads_the_environment(account, tmp_path):
     config = account.write_config(tmp_path / "cpi.json", credentials_source="env_or_profile",
                                   access_key_id=None, secret_access_key=None)
-    env = {"PATH": "/usr/bin:/bin", "AWS_ACCESS_KEY_ID": "AKIAFROMENVIRONMENT1",
+    env = {"PATH": "/usr/bin:/bin", "AWS_ACCESS_KEY_ID": "AKIAFROMENVIRONMENT1", "HOME": str(tmp_path),
            "AWS_SECRET_ACCESS_KEY": "env-secret-value-0001", "AWS_EC2_METADATA_DISABLED": "true"}
     assert Cpi(config, env=env)("has_vm", "i-0123456789abcdef0") is False
     bare = Cpi(config, env={"PATH": "/usr/bin:/bin", "AWS_EC2_METADATA_DISABLED": "true", "HOME": str(tmp_path)})

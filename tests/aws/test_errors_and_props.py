@@ -65,8 +65,18 @@ def test_endpoints_get_a_scheme_and_make_region_optional():
     assert props.signing_region == "us-east-1"
 
 
-def test_env_or_profile_needs_no_keys():
-    assert AwsProperties.model_validate({"region": "us-east-1", "credentials_source": "env_or_profile"})
+def test_env_or_profile_needs_no_keys_and_refuses_them():
+    props = AwsProperties.model_validate({"region": "us-east-1", "credentials_source": "env_or_profile"})
+    assert props.credentials_source == "env_or_profile"
+    assert (props.access_key_id, props.secret_access_key, props.session_token) == (None, None, None)
+    with pytest.raises(CpiError) as err:
+        parse(AwsProperties, {"region": "us-east-1", "credentials_source": "env_or_profile", "access_key_id": "AKIA1",
+                              "secret_access_key": "s3cr3t-value"}, "aws properties")
+    assert "takes its credentials from the environment; remove access_key_id, secret_access_key" in err.value.message
+    assert "s3cr3t-value" not in err.value.message
+    with pytest.raises(CpiError) as err:
+        parse(AwsProperties, {"region": "us-east-1", "access_key_id": "AKIA1"}, "aws properties")
+    assert "credentials_source static needs secret_access_key" in err.value.message
 
 
 def test_metadata_options_merge_key_by_key():

@@ -23,11 +23,11 @@ import pytest
 
 from tests.lifecycle.local_target import LocalTarget
 from tests.support.normalize import normalized
-from tests.support.runner import (BIN_CPI, ROOT, WARM_ENV, check_envelope, helper_action, process_state,
-                                 start_helper, start_stopped)
+from tests.support.runner import (BIN_CPI, DIRECTOR_ENV, ROOT, WARM_ENV, check_envelope, helper_action,
+                                 process_state, start_helper, start_stopped)
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
-COLD = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CPI_HELPER_IDLE_TIMEOUT": "0"}
+COLD = {**DIRECTOR_ENV, "CPI_HELPER_IDLE_TIMEOUT": "0"}
 WARM = WARM_ENV
 
 

@@ -79,6 +79,14 @@ class LocalTarget(Target):
     def disk_attached_to(self, disk_cid: str) -> str | None:
         return json.loads((self.state_dir / "disks" / disk_cid / "disk.json").read_text())["vm_cid"]
 
+    def stemcell_tags(self, stemcell_cid: str) -> dict[str, str]:
+        return json.loads((self.state_dir / "stemcells" / stemcell_cid / "stemcell.json").read_text())["tags"]
+
+    def offered_resources(self, vm_cloud_properties):
+        # the local cloud's VM is what its cloud_properties say (no catalogue of types)
+        return {"cpu": vm_cloud_properties["cpu"], "ram": vm_cloud_properties["ram"],
+                "ephemeral_disk": vm_cloud_properties["ephemeral_disk"]["size"]}
+
     def leftovers(self):
         found = {}
         for kind in ("vms", "disks", "snapshots", "stemcells", "ips"):

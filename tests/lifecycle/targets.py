@@ -51,6 +51,19 @@ class Target:
         """The vm_cid the IaaS says this disk is attached to."""
         raise NotImplementedError
 
+    #: whether the stemcell of stemcell_args() is one the CPI makes (and tags, API v3); a
+    #: light stemcell names an image someone else owns, which the CPI must leave untouched
+    tags_stemcells: bool = True
+
+    def stemcell_tags(self, stemcell_cid: str) -> dict[str, str]:
+        """The tags (or image properties) the IaaS holds for this stemcell's image."""
+        raise NotImplementedError
+
+    def offered_resources(self, vm_cloud_properties: dict[str, Any]) -> dict[str, int]:
+        """What a VM made with these cloud_properties gets, as the IaaS describes it:
+        {"cpu": vCPUs, "ram": MiB, "ephemeral_disk": MiB}."""
+        raise NotImplementedError
+
     def leftovers(self) -> dict[str, list[str]]:
         """Resources still present in the IaaS (VMs, disks, ports, ...), by kind."""
         raise NotImplementedError

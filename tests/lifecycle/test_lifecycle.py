@@ -50,8 +50,24 @@ def test_stemcell_create_delete_twice(target):
 
 
 def test_stemcell_v3_env_tags_argument(target):
-    stemcell_cid = target.cpi("create_stemcell", *target.stemcell_args(), {"tags": {"team": "cpi"}}, api_version=3)
-    target.cpi("delete_stemcell", stemcell_cid)
+    """API v3's third argument tags the image the CPI makes; a light stemcell's image is
+    someone else's, and stays as it was."""
+    tags = {"team": "cpi", "director": "d-lifecycle"}
+    plain = target.cpi("create_stemcell", *target.stemcell_args())  # v2: no tags
+    try:
+        before = target.stemcell_tags(plain)
+        assert not set(tags) & set(before)
+    finally:
+        target.cpi("delete_stemcell", plain)
+    stemcell_cid = target.cpi("create_stemcell", *target.stemcell_args(), {"tags": tags}, api_version=3)
+    try:
+        found = target.stemcell_tags(stemcell_cid)
+        if target.tags_stemcells:
+            assert {k: found.get(k) for k in tags} == tags
+        else:
+            assert found == before, "the CPI changed the tags of an image it does not own"
+    finally:
+        target.cpi("delete_stemcell", stemcell_cid)
 
 
 def test_full_disk_chain(target, stemcell):
@@ -190,7 +206,8 @@ def test_create_vm_with_missing_stemcell_leaves_nothing(target):
 
 def test_calculate_vm_cloud_properties(target):
     props = target.cpi("calculate_vm_cloud_properties", {"cpu": 2, "ram": 4096, "ephemeral_disk_size": 10240})
-    assert isinstance(props, dict) and props
+    offered = target.offered_resources(props)  # what the IaaS says a VM of this answer gets
+    assert offered["cpu"] >= 2 and offered["ram"] >= 4096 and offered["ephemeral_disk"] >= 10240, (props, offered)
     err = error_of(target.cpi.call("calculate_vm_cloud_properties", {"cpu": 2}))
     assert "ram" in err["message"] and "ephemeral_disk_size" in err["message"]
 

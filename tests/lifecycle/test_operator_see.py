@@ -7,14 +7,14 @@ import json
 import subprocess
 import uuid
 
-from tests.support.runner import ROOT, Cpi
+from tests.support.runner import DIRECTOR_ENV, ROOT, Cpi
 
 CPI = [str(ROOT / ".venv" / "bin" / "python"), "-m", "cpi.cli"]
 
 
 def cli(target, *args: str) -> subprocess.CompletedProcess:
     proc = subprocess.run([*CPI, *args, "--config", str(target.config_path)], capture_output=True, text=True,
-                          timeout=300, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "COLUMNS": "250"})
+                          timeout=300, env={**DIRECTOR_ENV, "COLUMNS": "250"})
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 

@@ -104,7 +104,11 @@ def _run(show: Callable[[str], None]) -> Outcome:
 
     say(f"running tests/openstack/setup.sh (budget {limit:.0f}s, {TIMEOUT_ENV}; seconds when all is up, "
         "up to ~20 minutes on a bare machine)")
-    env = dict(os.environ, OS_STATE_DIR=str(STATE_DIR), DEBIAN_FRONTEND="noninteractive")
+    # the services outlive the run: they start with the machine's environment, not the run's
+    # own HOME and TMPDIR (tests/support/suite.py), which a passing run removes
+    from tests.support import suite
+
+    env = suite.outside_env(OS_STATE_DIR=str(STATE_DIR), DEBIAN_FRONTEND="noninteractive")
     proc = subprocess.Popen(["bash", str(SETUP)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env=env, start_new_session=True)
     tail: deque[str] = deque(maxlen=15)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import tempfile
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -47,13 +46,13 @@ _token_dir: list[Path] = []
 def token_dir() -> Path:
     """Kept Keystone tokens of the test configs: not the operator's ~/.cache, and not a fixed
     name in /tmp either (another user could make it first; the CPI would then refuse it). One
-    private directory per test session, removed at its end."""
+    private directory per test session, in the run's own directory (tests/support/suite.py),
+    which a passing run removes."""
     if not _token_dir:
-        import atexit
-        import shutil
+        from tests.support import suite
 
-        made = Path(tempfile.mkdtemp(prefix="cpi-openstack-test-tokens-"))
-        atexit.register(shutil.rmtree, made, True)
+        made = suite.root() / "openstack-tokens"
+        made.mkdir(mode=0o700, exist_ok=True)
         _token_dir.append(made)
     return _token_dir[0]
 
@@ -195,6 +194,22 @@ class OpenStackTarget(Target):
         volume = self.client.volume(disk_cid)
         attachments = (volume or {}).get("attachments") or []
         return attachments[0]["server_id"] if attachments else None
+
+    tags_stemcells = False  # stemcell_args() is a light stemcell: the image is not the CPI's
+
+    def stemcell_tags(self, stemcell_cid: str) -> dict[str, str]:
+        image = self.client.get("image", f"/v2/images/{stemcell_cid.removesuffix(' light')}")
+        return {key: value for key, value in image.items() if isinstance(value, str)}
+
+    def offered_resources(self, vm_cloud_properties: dict[str, Any]) -> dict[str, int]:
+        flavors = self.client.get("compute", "/flavors/detail")["flavors"]
+        (flavor,) = [f for f in flavors if vm_cloud_properties["instance_type"] in (f["name"], f["id"])]
+        ephemeral_gib = int(flavor.get("OS-FLV-EXT-DATA:ephemeral") or 0)
+        # without an ephemeral disk the agent partitions the root disk (sized by root_disk
+        # when the answer says so)
+        root_gib = (vm_cloud_properties.get("root_disk") or {}).get("size", flavor["disk"] * 1024) / 1024
+        return {"cpu": flavor["vcpus"], "ram": flavor["ram"],
+                "ephemeral_disk": int((ephemeral_gib or root_gib) * 1024)}
 
     def leftovers(self) -> dict[str, list[str]]:
         now = self.client.inventory()

@@ -17,7 +17,9 @@ def _install_ruby() -> str | None:
     """Ruby from Debian's packages, when this is a Debian-like machine and we are root."""
     if shutil.which("apt-get") is None or os.geteuid() != 0:
         return None
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    from tests.support import suite
+
+    env = suite.outside_env(DEBIAN_FRONTEND="noninteractive")
     for command in (
         ["apt-get", "-o", "DPkg::Lock::Timeout=120", "install", "-y", "-q", "ruby"],
         ["apt-get", "-o", "DPkg::Lock::Timeout=120", "update", "-q"],

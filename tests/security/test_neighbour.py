@@ -62,8 +62,9 @@ def world():
     """A shared sticky dir (as /tmp) the neighbour can write in, a victim file of root's,
     and a home of root's for the CPI (the director gives it no HOME: the password database's
     home then; here a fresh one, so the test never writes into the real ~root). Made in the
-    system temp dir, as the neighbour cannot reach pytest's private tmp_path."""
-    base = Path(tempfile.mkdtemp(prefix="cpi-neighbour-"))
+    system temp dir, as the neighbour can reach neither pytest's private tmp_path nor the
+    run's own TMPDIR (tests/support/suite.py); removed at the end."""
+    base = Path(tempfile.mkdtemp(prefix="cpi-neighbour-", dir="/tmp"))
     base.chmod(0o755)
     shared = base / "tmp"
     shared.mkdir()

@@ -35,7 +35,9 @@ def executable() -> str | None:
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         _install_failure.append("redis-server is not installed and this is not root on a Debian machine")
         return None
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    from tests.support import suite
+
+    env = suite.outside_env(DEBIAN_FRONTEND="noninteractive")  # apt may start a service: not in the run's dirs
     deadline = time.monotonic() + INSTALL_BUDGET
     install = ["apt-get", "install", "-y", "--no-install-recommends", "redis-server"]
     for attempt in (install, ["apt-get", "update"], install):  # the package lists may be stale: update once

@@ -35,6 +35,15 @@ VM_MARKER = b"BOSH_CPI_VM="
 HELPER_MARK = "from cpi.rpc import helper"
 
 _root: Path | None = None
+#: the environment before install(): what the machine's own services must start with (a
+#: MariaDB started by setup.sh from inside a run kept the run's TMPDIR as its tmpdir, and
+#: failed once a passing run removed it)
+ORIGINAL_ENV = dict(os.environ)
+
+
+def outside_env(**extra: str) -> dict[str, str]:
+    """The environment for what outlives the run (services, package installs)."""
+    return {**ORIGINAL_ENV, **extra}
 
 
 def root() -> Path:
@@ -105,13 +114,20 @@ def _processes(under: Path | None = None, helpers: bool = True) -> list[tuple[in
             continue  # gone, or not ours to read
         if state == "Z":
             continue
-        for variable in environ.split(b"\0"):
+        variables = environ.split(b"\0")
+        for variable in variables:
             if variable.startswith(VM_MARKER) and variable[len(VM_MARKER):].decode(errors="replace").startswith(suite):
                 ours.append((int(entry), f"local VM process {variable.decode(errors='replace')}: {cmdline[:120]}"))
                 break
         else:
             if helpers and HELPER_MARK in cmdline and (str(ROOT) in cmdline or suite in cmdline):
                 ours.append((int(entry), f"warm helper: {cmdline[:160]}"))
+            elif helpers and under is None and any(
+                    v.split(b"=", 1)[0] in (b"HOME", b"TMPDIR") and v.split(b"=", 1)[-1].decode(errors="replace")
+                    .startswith(suite) for v in variables):
+                # started from inside the run (its HOME or TMPDIR), outliving it: a service that
+                # should have had suite.outside_env(), or a test's process nobody stopped
+                ours.append((int(entry), f"process with the run's HOME or TMPDIR: {cmdline[:160]}"))
     return ours
 
 

@@ -108,13 +108,10 @@ def test_a_redis_that_never_answers_is_given_up_after_redis_timeout(tmp_path):
         listener.close()
 
 
-def test_a_redis_killed_between_requests_is_left_for_the_file_store():
+def test_a_redis_killed_between_requests_is_left_for_the_file_store(tmp_path):
     server = redis_server.server()
     try:
-        import tempfile
-        from pathlib import Path
-
-        state_dir = Path(tempfile.mkdtemp(prefix="cpi-test-throttle-"))
+        state_dir = tmp_path / "throttle"
         limiter = SharedLimiter("ec2", ThrottleConfig(state_dir=state_dir, redis_url=server.url))
         limiter.acquire()
         assert limiter.store.name == "redis"
