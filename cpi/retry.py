@@ -112,10 +112,12 @@ class _Policy:
         return self.verdict.retryable
 
     def wait(self, state: tenacity.RetryCallState) -> float:
-        backoff = THROTTLED_BACKOFF if self.verdict.kind is Kind.THROTTLED else TRANSIENT_BACKOFF
-        delay = backoff.delay(state.attempt_number, self.rng)
+        curve = THROTTLED_BACKOFF if self.verdict.kind is Kind.THROTTLED else TRANSIENT_BACKOFF
+        delay = curve.delay(state.attempt_number, self.rng)
         if self.verdict.retry_after is not None:
-            delay = max(delay, self.verdict.retry_after)
+            # a server's Retry-After, cut to throttle.max_retry_after (a day-long one would
+            # otherwise only end the call, never be waited for)
+            delay = max(delay, min(self.verdict.retry_after, backoff.max_retry_after()))
         return delay
 
     def stop(self, state: tenacity.RetryCallState) -> bool:
@@ -125,8 +127,10 @@ class _Policy:
         elapsed = state.seconds_since_start or 0.0
         # tenacity (>= 8.3) computes the wait before asking whether to stop, so a sleep
         # that would end beyond the budget is never started.
-        if elapsed + getattr(state, "upcoming_sleep", 0.0) > self.budget:
-            self._give_up(state, f"after {elapsed:.1f}s (budget {self.budget:.0f}s)")
+        upcoming = getattr(state, "upcoming_sleep", 0.0)
+        if elapsed + upcoming > self.budget:
+            self._give_up(state, f"after {elapsed:.1f}s: the next wait ({upcoming:.1f}s) would pass the budget "
+                                 f"({self.budget:.0f}s)")
             return True
         return False
 
@@ -173,6 +177,7 @@ def call(
     The first attempt runs bare: tenacity is imported only when something needs a retry,
     which keeps it out of the start-up of nearly every CPI process."""
     limiter = backoff.limiter(shared) if shared else None
+    deadline = time.monotonic() + budget  # the shared rate's waits count against the budget too
     verdicts: dict[int, Verdict] = {}
 
     def verdict_of(exc: BaseException) -> Verdict:
@@ -183,7 +188,7 @@ def call(
 
     def one() -> T:
         if limiter is not None:
-            limiter.acquire(what)
+            limiter.acquire(what, deadline)
         try:
             result = fn()
         except Exception as exc:

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cpi import private
+from cpi.errors import RetriableCloudError
 
 log = logging.getLogger("cpi.backoff")
 
@@ -77,6 +78,9 @@ class ThrottleConfig(BaseModel):
     decrease: float = Field(0.7, gt=0, lt=1, description="Factor the rate is multiplied by when throttled.")
     increase: float = Field(0.2, gt=0, description="Requests per second added back after each success.")
     forget_after: float = Field(120.0, gt=0, description="Seconds without throttling after which the rate resets.")
+    max_retry_after: float = Field(
+        60.0, gt=0, le=3600, description="The longest a server's `Retry-After` closes the shared rate for (seconds): "
+        "a longer one is cut to this, so that one answer cannot hold every CPI process back for hours.")
     redis_url: str | None = Field(
         None,
         description="Share the rate through this Redis instead of a file on this machine, so that several "
@@ -97,9 +101,32 @@ class ThrottleConfig(BaseModel):
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+        if value is None:
+            return value
+        if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// (TLS) or unix://")
+        # What redis-py would refuse at the first request (a port that is no number, an
+        # unclosed IPv6 bracket, an option it does not know or cannot read) is refused here,
+        # naming the field, rather than as an unexpected error on every call. Nothing
+        # connects: a pool is only a description until used.
+        import redis
+
+        try:
+            redis.ConnectionPool.from_url(value)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"redis-py cannot use this URL: {_without_password(str(exc), value)}") from None
         return value
+
+
+def _without_password(text: str, url: str) -> str:
+    """`text` with the URL's password (if any) replaced: an error names the field, not the secret."""
+    from urllib.parse import urlsplit
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = url.partition("://")[2].partition("@")[0].partition(":")[2] or None
+    return text.replace(password, "<redacted>") if password else text
 
 
 class SharedLimiter:
@@ -115,10 +142,17 @@ class SharedLimiter:
         self.store = store if store is not None else _store(key, self.key, config, clock)
         self.waited = 0.0
 
-    def acquire(self, what: str = "request") -> None:
-        """Wait for this process's turn; returns when it may send one request."""
+    def acquire(self, what: str = "request", deadline: float | None = None) -> None:
+        """Wait for this process's turn; returns when it may send one request. `deadline`
+        (time.monotonic()) is when the caller's retry budget runs out: a turn that comes
+        later fails the call at once, retryably, naming the wait, rather than sleep past it."""
         waited = 0.0
         while (delay := self.store.step("acquire")) > 0:
+            if deadline is not None and time.monotonic() + delay > deadline:
+                left = max(0.0, deadline - time.monotonic())
+                raise RetriableCloudError(
+                    f"{what}: the shared rate of {self.key} has this call wait {delay:.1f}s more (after "
+                    f"{waited:.1f}s), past the {left:.1f}s left of its retry budget: not sent; try again later")
             self.sleep(delay)
             waited += delay
         if waited >= 0.05:
@@ -159,6 +193,11 @@ def configure(config: ThrottleConfig | None) -> None:
     global _config
     _config = config
     _limiters.clear()
+
+
+def max_retry_after() -> float:
+    """The longest wait a server's Retry-After may ask of this call (throttle.max_retry_after)."""
+    return _config.max_retry_after if _config is not None else ThrottleConfig.model_fields["max_retry_after"].default
 
 
 def limiter(key: str) -> SharedLimiter | None:

@@ -56,6 +56,6 @@ class FileStore:
             with os.fdopen(fd, "rb") as handle:
                 document = json.loads(handle.read(65536))
             document.pop("key", None)
-            return policy.State(**document)
+            return policy.State(**document)  # policy.current() judges the values
         except (OSError, ValueError, TypeError, AttributeError):
             return None

@@ -18,12 +18,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from . import policy
+
 log = logging.getLogger("cpi.backoff")
 
-#: policy.py, transcribed: current() then apply(op). KEYS[1]: the state hash. ARGV: op,
-#: max_rate, min_rate, burst, decrease, increase, forget_after, retry_after ("" for none)
-#: and, for the tests that hold it against policy.py step by step, a clock ("" for the
-#: server's). Returns the result as a string (a Lua number would be cut to an integer).
+#: policy.py, transcribed: current() (sane() included: a hash someone else wrote is data
+#: from outside, and a key of another type is deleted) then apply(op). KEYS[1]: the state
+#: hash. ARGV: op, max_rate, min_rate, burst, decrease, increase, forget_after, retry_after
+#: ("" for none), a clock ("" for the server's; the tests hold the script against
+#: policy.py step by step with their own), max_retry_after, policy.SKEW. Returns the result
+#: as a string (a Lua number would be cut to an integer).
 SCRIPT = """
 local now = tonumber(ARGV[9])
 if not now then
@@ -34,14 +38,23 @@ local op = ARGV[1]
 local max_rate, min_rate, burst = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local decrease, increase, forget = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local retry_after = tonumber(ARGV[8])
+local max_retry_after, skew = tonumber(ARGV[10]), tonumber(ARGV[11])
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', KEYS[1]) end
 local s = redis.call('HMGET', KEYS[1], 'rate', 'tokens', 'updated', 'not_before', 'last_throttled', 'last_decrease')
 local rate, tokens, updated, not_before, last_throttled, last_decrease
 if s[1] and s[2] and s[3] and s[4] and s[5] and s[6] then
   rate, tokens, updated = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
   not_before, last_throttled, last_decrease = tonumber(s[4]), tonumber(s[5]), tonumber(s[6])
 end
-if not rate or not tokens or not updated or not not_before or not last_throttled or not last_decrease
-   or (last_throttled > 0 and now - last_throttled > forget) then
+local function finite(x) return x ~= nil and x == x and x > -math.huge and x < math.huge end
+local function past(t) return t >= 0 and t <= now + skew end
+local sane = finite(rate) and finite(tokens) and finite(updated) and finite(not_before)
+  and finite(last_throttled) and finite(last_decrease)
+  and rate > 0 and tokens >= 0 and tokens <= burst + 1e-6
+  and not_before >= 0 and not_before <= now + max_retry_after + skew
+  and past(updated) and past(last_throttled) and past(last_decrease)
+if not sane or (last_throttled > 0 and now - last_throttled > forget) then
   rate, tokens, updated, not_before, last_throttled, last_decrease = max_rate, burst, now, 0, 0, 0
 end
 rate = math.min(math.max(rate, min_rate), max_rate)
@@ -63,7 +76,7 @@ elseif op == 'throttled' then
     last_decrease = now
   end
   tokens = math.min(tokens, 0)
-  local pause = retry_after or (1 / rate)
+  local pause = retry_after and math.min(retry_after, max_retry_after) or (1 / rate)
   not_before = math.max(not_before, now + pause)
   last_throttled = now
   result = rate
@@ -110,7 +123,7 @@ class RedisStore:
         c = self.config
         answer = self.script(keys=[self.key], args=[op, c.max_rate, c.min_rate, c.burst, c.decrease, c.increase,
                                                      c.forget_after, "" if retry_after is None else repr(retry_after),
-                                                     "" if now is None else repr(now)])
+                                                     "" if now is None else repr(now), c.max_retry_after, policy.SKEW])
         return float(answer)
 
 

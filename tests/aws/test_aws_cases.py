@@ -13,6 +13,7 @@ import io
 import json
 import re
 import tarfile
+import time
 
 import pytest
 
@@ -511,6 +512,38 @@ def test_heavy_stemcell_without_root_img_is_an_error(cpi, tmp_path):
 def proxy(account):
     with FaultProxy(account.endpoint) as proxy:
         yield proxy
+
+
+def _throttled_cpi(account, proxy, path, *, budget: float, max_retry_after: float) -> Cpi:
+    config = account.config(ec2_endpoint=proxy.url, retry_budget_seconds=budget)
+    config["cloud"]["properties"]["throttle"] = {"state_dir": str(path.parent / "throttle"),
+                                                 "max_retry_after": max_retry_after}
+    path.write_text(json.dumps(config))
+    return Cpi(path)
+
+
+def test_a_days_retry_after_holds_no_call_past_max_retry_after_or_its_budget(proxy, account, tmp_path):
+    """One answer with `Retry-After: 86400` used to become every later call's "not before":
+    each slept past its budget. The wait is cut to throttle.max_retry_after; a call whose
+    budget cannot hold the wait fails at once, retryably, naming it."""
+    day = {"Retry-After": "86400"}
+    cpi = _throttled_cpi(account, proxy, tmp_path / "cpi.json", budget=30, max_retry_after=2)
+    proxy.inject(r"^DescribeInstances$", "error", code="RequestLimitExceeded", headers=day)
+    started = time.monotonic()
+    assert cpi("has_vm", "i-0123456789abcdef0") is False  # waited 2 s, not a day, then asked again
+    assert cpi("has_vm", "i-0123456789abcdef0") is False  # the next call: the shared rate is open again
+    assert time.monotonic() - started < 15
+
+    short = _throttled_cpi(account, proxy, tmp_path / "short.json", budget=5, max_retry_after=20)
+    proxy.inject(r"^DescribeInstances$", "error", code="RequestLimitExceeded", headers=day)
+    started = time.monotonic()
+    first = short.call("has_vm", "i-0123456789abcdef0")
+    assert first.error["ok_to_retry"] is True and "throttling" in first.error["message"]
+    assert "the next wait (20.0s) would pass the budget (5s)" in first.log
+    second = short.call("has_vm", "i-0123456789abcdef0")  # the shared rate is closed for 20 s: no wait
+    assert second.error["ok_to_retry"] is True
+    assert "has this call wait" in second.error["message"] and "retry budget" in second.error["message"]
+    assert time.monotonic() - started < 5
 
 
 def test_throttling_is_retried_and_logged(proxy, make_cpi):

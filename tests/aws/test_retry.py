@@ -111,7 +111,27 @@ def test_the_budget_ends_retries_before_a_sleep_would_overrun_it(monkeypatch, ca
         retry.call(fn, classify=classify, what="ec2:RunInstances", budget=60, sleep=clock.sleep, rng=random.Random(2))
     assert sum(clock.sleeps) <= 60
     assert fn.calls["n"] > 3  # a budget, not a small count
-    assert any("giving up" in r.getMessage() and "budget 60s" in r.getMessage() for r in caplog.records)
+    assert any("giving up" in r.getMessage() and "budget (60s)" in r.getMessage() for r in caplog.records)
+
+
+def test_a_days_retry_after_is_cut_to_max_retry_after_or_ends_the_call_at_once(monkeypatch, caplog):
+    """`Retry-After: 86400` is waited for at most throttle.max_retry_after (60 s); a budget
+    that cannot hold even that ends the call before any sleep, saying why."""
+    def throttled_for_a_day():
+        exc = Throttled()
+        exc.retry_after = 86400.0
+        return exc
+
+    clock = Clock(monkeypatch)
+    assert retry.call(failing(1, throttled_for_a_day), classify=classify, what="x", budget=600, sleep=clock.sleep,
+                      rng=random.Random(0)) == "ok"
+    assert clock.sleeps == [60.0]
+    clock = Clock(monkeypatch)
+    with caplog.at_level(logging.INFO, logger="cpi"), pytest.raises(Throttled):
+        retry.call(failing(1, throttled_for_a_day), classify=classify, what="x", budget=30, sleep=clock.sleep,
+                   rng=random.Random(0))
+    assert clock.sleeps == []
+    assert any("the next wait (60.0s) would pass the budget (30s)" in r.getMessage() for r in caplog.records)
 
 
 def test_max_attempts_is_a_backstop(monkeypatch):

@@ -174,3 +174,53 @@ def test_default_state_dir_is_in_the_users_home(monkeypatch, tmp_path):
     assert backoff.default_state_dir() == tmp_path / ".cache" / "bosh-cpi" / "throttle"
     SharedLimiter("ec2", ThrottleConfig()).acquire()
     assert (tmp_path / ".cache" / "bosh-cpi" / "throttle").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("garbage", [
+    {"not_before": 1000.0 + 86400},  # one server's Retry-After of a day, stored before the cap
+    {"tokens": -1e300},
+    {"tokens": float("nan")},
+    {"rate": float("inf")},
+    {"updated": "yesterday"},
+    {"last_throttled": [1, 2]},
+    {"rate": True},
+], ids=["far-not-before", "huge-negative-tokens", "nan", "inf", "string", "list", "bool"])
+def test_a_stored_state_no_rule_could_have_written_is_dropped_and_reset(tmp_path, garbage):
+    """The state file is data from outside: whatever it holds, a call neither sleeps for it
+    nor fails on it ('unexpected OverflowError'), and the file is rewritten sane."""
+    clock = FakeClock()
+    cfg = config(tmp_path, max_rate=8, burst=2)
+    limiter = SharedLimiter("ec2", cfg, clock=clock, sleep=clock.sleep)
+    limiter.acquire()  # writes a sane state
+    path = state_file(tmp_path)
+    document = {**json.loads(path.read_text()), **garbage}
+    path.write_text(json.dumps(document))  # NaN and Infinity as Python's json writes them
+    limiter.acquire()
+    assert clock.now == 1000.0, "the call waited for a stored value"
+    kept = json.loads(path.read_text())
+    assert kept["rate"] == 8 and 0 <= kept["tokens"] <= 2 and kept["not_before"] == 0
+
+
+def test_a_servers_retry_after_is_cut_to_max_retry_after(tmp_path):
+    clock = FakeClock()
+    limiter = SharedLimiter("ec2", config(tmp_path, max_retry_after=30), clock=clock, sleep=clock.sleep)
+    limiter.throttled(retry_after=86400)
+    assert json.loads(state_file(tmp_path).read_text())["not_before"] == pytest.approx(1030.0)
+    limiter.acquire()
+    assert clock.now == pytest.approx(1030.0)
+
+
+def test_a_turn_past_the_budget_fails_the_call_at_once_retryably_naming_the_wait(tmp_path):
+    from cpi.errors import RetriableCloudError
+
+    clock = FakeClock()
+    limiter = SharedLimiter("ec2", config(tmp_path), clock=clock, sleep=clock.sleep)
+    limiter.throttled(retry_after=45)
+    with pytest.raises(RetriableCloudError) as raised:
+        limiter.acquire("ec2:DescribeInstances", deadline=time.monotonic() + 10)
+    assert clock.now == 1000.0  # no sleep at all
+    message = raised.value.message
+    assert "ec2:DescribeInstances" in message and "wait 45.0s" in message and "retry budget" in message
+    assert raised.value.ok_to_retry is True
+    limiter.acquire("ec2:DescribeInstances", deadline=time.monotonic() + 60)  # a budget that allows it: waits
+    assert clock.now == pytest.approx(1045.0)

@@ -33,7 +33,7 @@ def config(redis, tmp_path, **kw) -> ThrottleConfig:
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["acquire", "throttled", "succeeded"]),
-                         st.one_of(st.none(), st.floats(0, 30)),
+                         st.one_of(st.none(), st.floats(0, 30), st.floats(30, 100_000)),  # beyond max_retry_after
                          st.floats(0, 200)), min_size=1, max_size=40)
 
 
@@ -41,7 +41,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["acquire", "throttled", "succeeded"]),
 @given(ops=OPS, max_rate=st.floats(1, 50), burst=st.floats(1, 20))
 def test_the_lua_script_keeps_the_python_rules_step_by_step(redis, ops, max_rate, burst):
     cfg = ThrottleConfig(redis_url=redis.url, max_rate=max_rate, burst=burst, min_rate=0.5, forget_after=60,
-                         redis_key_prefix=f"test-{time.monotonic_ns()}:")
+                         max_retry_after=45, redis_key_prefix=f"test-{time.monotonic_ns()}:")
     store = RedisStore("ec2", cfg)
     state, now = None, 1_000_000.0
     for op, retry_after, dt in ops:
@@ -53,6 +53,34 @@ def test_the_lua_script_keeps_the_python_rules_step_by_step(redis, ops, max_rate
         kept = {k.decode(): float(v) for k, v in redis.client().hgetall(store.key).items()}
         for field, value in vars(state).items():
             assert kept[field] == pytest.approx(value, rel=1e-9, abs=1e-9), field
+
+
+@pytest.mark.parametrize("stored", [
+    {"not_before": "1e300"}, {"tokens": "-1e300"}, {"rate": "nan"}, {"updated": "inf"}, {"tokens": "many"},
+    {"last_decrease": str(1_000_000.0 + 3600)}, "a string key", ["a", "list", "key"],
+], ids=["far-not-before", "huge-negative-tokens", "nan", "inf", "word", "future", "string-type", "list-type"])
+def test_a_stored_state_no_rule_could_have_written_is_reset_as_the_python_rules_do(redis, stored):
+    """Other directors write this Redis: a hash with garbage in it, or a key of another type,
+    is dropped and a fresh state written, exactly as policy.current() does for the file."""
+    cfg = ThrottleConfig(redis_url=redis.url, max_rate=8, burst=2, redis_key_prefix=f"garbage-{time.monotonic_ns()}:")
+    store = RedisStore("ec2", cfg)
+    now = 1_000_000.0
+    assert store.step("acquire", now=now) == 0
+    client = redis.client()
+    if isinstance(stored, dict):
+        client.hset(store.key, mapping=stored)
+        try:
+            state = policy.State(**{k.decode(): float(v) for k, v in client.hgetall(store.key).items()})
+        except ValueError:
+            pass  # not a number at all
+        else:
+            assert not policy.sane(state, cfg, now + 1)
+    else:
+        client.delete(store.key)
+        client.set(store.key, stored) if isinstance(stored, str) else client.rpush(store.key, *stored)
+    assert store.step("acquire", now=now + 1) == 0  # no wait, no error
+    kept = {k.decode(): float(v) for k, v in client.hgetall(store.key).items()}
+    assert kept["rate"] == 8 and kept["not_before"] == 0 and kept["tokens"] == pytest.approx(1)
 
 
 def test_machines_with_separate_state_dirs_share_one_rate_and_keys_expire(redis, tmp_path):
@@ -130,3 +158,24 @@ def test_redis_settings_are_checked():
         ThrottleConfig(redis_url="http://127.0.0.1:6379")
     with pytest.raises(ValidationError):
         ThrottleConfig(redis_timeout=0)
+
+
+@pytest.mark.parametrize("url, words", [
+    ("redis://127.0.0.1:notaport/0", "redis-py cannot use this URL"),
+    ("redis://[::1:6379/0", "redis-py cannot use this URL"),
+    ("redis://127.0.0.1:6379/0?socket_timeout=soon", "redis-py cannot use this URL"),
+])
+def test_a_redis_url_redis_py_cannot_use_is_a_config_error_naming_the_field(tmp_path, url, words):
+    """At the first call, through bin/cpi: a CpiError naming throttle.redis_url, not an
+    'unexpected ValueError' on every call."""
+    import json
+
+    from tests.support.runner import Cpi
+
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {
+        "local": {"state_dir": str(tmp_path / "state")}, "throttle": {"redis_url": url}}}}))
+    response = Cpi(config).call("has_disk", "disk-x")
+    assert response.error["type"] == "Bosh::Clouds::CpiError", response.error
+    assert "redis_url" in response.error["message"] and words in response.error["message"]
+    assert "unexpected" not in response.error["message"].lower()
