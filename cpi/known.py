@@ -1,9 +1,22 @@
 """The cids a director knows, read from what bosh-cli prints, so `cpi orphans` can tell
 what the CPI made that no director remembers.
 
-Accepted: `bosh vms --json`, `bosh instances --details --json`, `bosh disks [--orphaned]
---json` (bosh-cli's {"Tables": [{"Rows": [...]}]} shape, any number of them, one after
-another), a JSON list of cids, or plain text with one cid per line.
+What `cpi orphans` deletes is everything tagged with the director's UUID that this set
+does not name, so the set must be complete and must really be what bosh printed. The
+commands that give the complete set, concatenated into one file:
+
+    bosh instances --details --json   every instance's vm_cid and disk_cids, stopped
+                                      instances (whose persistent disks are detached) too
+    bosh disks --orphaned --json      the disks the director keeps orphaned for a while
+    bosh stemcells --json             the stemcells it uploaded (their cid column)
+
+(`bosh vms --json` is accepted too, but names no disk.) Accepted shapes: bosh-cli's
+{"Tables": [{"Rows": [...]}], ...} documents, one after another; a JSON list of cid
+strings; plain text with one cid per line. Anything else is refused with one line saying
+what it is — an empty file, `[]`, bosh's own error document (`"Tables": null` with its
+`Lines`), truncated JSON, a shape of another kind, or a file that names no cid at all —
+because reading any of them as "the director knows nothing" would offer everything it
+made for deletion.
 """
 
 from __future__ import annotations
@@ -15,48 +28,84 @@ from typing import Any
 #: Row columns that hold cids (bosh-cli's names; `disk_cids` may hold several).
 CID_COLUMNS = ("vm_cid", "disk_cid", "disk_cids", "snapshot_cid", "stemcell_cid", "cid")
 _SPLIT = re.compile(r"[\s,]+")
+#: what a cid on a line of its own may look like (every cloud's, light stemcells' included)
+_PLAIN_CID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*(?: light)?$")
+
+
+class KnownError(ValueError):
+    """The known-cids input is not a complete list this reader can trust."""
 
 
 def parse(text: str) -> set[str]:
-    """Every cid in `text`, whichever of the accepted shapes it is in."""
+    """Every cid in `text`; KnownError when it is not one of the accepted shapes or names
+    no cid."""
     stripped = text.strip()
     if not stripped:
-        return set()
-    documents = _json_documents(stripped)
-    if documents is None:
-        return {line.strip() for line in stripped.splitlines() if line.strip() and not line.startswith("#")}
-    found: set[str] = set()
-    for document in documents:
-        _collect(document, found)
+        raise KnownError("the known-cids input is empty")
+    if stripped[0] in "[{":
+        found = _from_json(stripped)
+    else:
+        found = _from_lines(stripped)
+    if not found:
+        raise KnownError("the known-cids input names no cid (a director that knows nothing is not something "
+                         "to delete by: check the bosh commands that wrote it)")
     return found
 
 
-def _json_documents(text: str) -> list[Any] | None:
-    """bosh-cli prints one JSON document per command; several may be concatenated."""
-    decoder, documents, index = json.JSONDecoder(), [], 0
+def _from_lines(text: str) -> set[str]:
+    found = set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not _PLAIN_CID.match(line):
+            raise KnownError(f"line {number} of the known-cids input is not a cid: {line[:80]!r}")
+        found.add(line)
+    return found
+
+
+def _from_json(text: str) -> set[str]:
+    decoder, index, found = json.JSONDecoder(), 0, set()
+    count = 0
     while index < len(text):
         try:
             document, end = decoder.raw_decode(text, index)
-        except json.JSONDecodeError:
-            return None if not documents else documents
-        documents.append(document)
+        except json.JSONDecodeError as exc:
+            raise KnownError(f"the known-cids input is not complete JSON (document {count + 1}: {exc.msg} at "
+                             f"character {exc.pos})") from None
+        count += 1
+        _collect(document, count, found)
         index = end
         while index < len(text) and text[index].isspace():
             index += 1
-    return documents
+    return found
 
 
-def _collect(value: Any, found: set[str]) -> None:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            found.add(item)  # a plain list of cids
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            for key, cell in item.items():
+def _collect(document: Any, number: int, found: set[str]) -> None:
+    if isinstance(document, list):
+        if not document or not all(isinstance(item, str) and item.strip() for item in document):
+            raise KnownError(f"document {number} of the known-cids input is a list, but not a non-empty list of cids")
+        found.update(item.strip() for item in document)
+        return
+    if not isinstance(document, dict) or "Tables" not in document:
+        raise KnownError(f"document {number} of the known-cids input is not bosh-cli's --json output "
+                         f"(no \"Tables\"): {_shape(document)}")
+    tables = document["Tables"]
+    if not isinstance(tables, list) or not tables:
+        lines = document.get("Lines")
+        said = "; ".join(str(line) for line in lines) if isinstance(lines, list) and lines else "no tables"
+        raise KnownError(f"document {number} of the known-cids input is bosh-cli's answer without tables: {said}")
+    for table in tables:
+        rows = table.get("Rows") if isinstance(table, dict) else None
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            raise KnownError(f"document {number} of the known-cids input has a table without rows of cells")
+        for row in rows:
+            for key, cell in row.items():
                 if key in CID_COLUMNS and isinstance(cell, str):
                     found.update(part for part in _SPLIT.split(cell) if part and part != "-")
-                elif isinstance(cell, (dict, list)) and key in ("Tables", "Rows", "tables", "rows"):
-                    stack.append(cell)
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object with " + (", ".join(sorted(map(str, value))[:5]) or "no keys")
+    return f"a JSON {type(value).__name__}"

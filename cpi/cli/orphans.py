@@ -16,22 +16,25 @@ from .client import Client
 from .cloud import Opened, fail, print_json
 
 #: What is looked at, and the CPI method that deletes each kind, in a safe order (a VM
-#: before the disks it may hold).
-DELETERS = {"vms": "delete_vm", "snapshots": "delete_snapshot", "disks": "delete_disk"}
+#: before the disks it may hold and the stemcell it was made from).
+DELETERS = {"vms": "delete_vm", "snapshots": "delete_snapshot", "disks": "delete_disk",
+            "stemcells": "delete_stemcell"}
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "orphans", help="find (and delete) what a director's CPI made that the director no longer knows",
         description="Resources tagged with the director's UUID whose cid the director does not know.",
-        epilog="example: bosh vms --json > known.json; bosh disks --orphaned --json >> known.json; "
+        epilog="the complete known set, for each deployment: bosh -d DEP instances --details --json >> known.json; "
+               "then once: bosh disks --orphaned --json >> known.json; bosh stemcells --json >> known.json; "
                "cpi orphans --director-uuid $(bosh env --json | jq -r '.Tables[0].Rows[0].uuid') "
-               "--known known.json --config cpi.json",
+               "--known known.json --config cpi.json. An input that is empty, names no cid, is bosh's error "
+               "document, truncated, or of another shape is refused (exit 1): nothing is offered for deletion.",
     )
     p.add_argument("--director-uuid", required=True, help="whose resources to look at")
     p.add_argument("--known", required=True, metavar="FILE",
-                   help="what the director knows: bosh vms/instances/disks --json output, a JSON list of "
-                        "cids, or one cid per line; - for stdin")
+                   help="what the director knows: bosh instances --details / disks --orphaned / stemcells --json "
+                        "output, a JSON list of cids, or one cid per line; - for stdin")
     p.add_argument("--config", help="cpi.json (default: the local cloud with its defaults)")
     p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     p.add_argument("--delete", action="store_true", help="delete the orphans (asks first)")
@@ -42,7 +45,8 @@ def add_parser(sub) -> None:
 def find(opened: Opened, director_uuid: str, known_cids: set[str]) -> list[Resource]:
     """A disk attached to a VM is never an orphan by itself: it is a known VM's, or goes with
     an orphaned VM (root and ephemeral volumes carry their VM's tags) and is released when
-    that VM is deleted."""
+    that VM is deleted. A snapshot of a disk the director knows is that disk's (the director
+    deletes it with the disk), not an orphan."""
     found = []
     for kind in DELETERS:
         for resource in opened.cloud.inventory(kind):
@@ -50,13 +54,19 @@ def find(opened: Opened, director_uuid: str, known_cids: set[str]) -> list[Resou
                 continue
             if kind == "disks" and resource.details.get("attached_to"):
                 continue
+            if kind == "snapshots" and (resource.details.get("disk") or resource.details.get("volume")) in known_cids:
+                continue
             found.append(resource)
     return found
 
 
 def orphans_command(args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if args.known == "-" else Path(args.known).read_text()
-    known_cids = known.parse(text)
+    try:
+        text = sys.stdin.read() if args.known == "-" else Path(args.known).read_text()
+        known_cids = known.parse(text)
+    except (OSError, UnicodeDecodeError, known.KnownError) as exc:
+        print(f"cpi orphans: {args.known}: {exc}; nothing listed or deleted", file=sys.stderr)
+        return 1
     try:
         opened = Opened(args.config)
         found = find(opened, args.director_uuid, known_cids)
