@@ -24,6 +24,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from cpi.errors import CpiError
+
+
+class Refused(CpiError):
+    """The selected cloud cannot withhold its writes (it does not declare `can_plan`): no
+    plan can be made of its calls, and none is run."""
+
 
 class Horizon(BaseException):
     """The call needs an answer only the real change could give. A BaseException, so the

@@ -63,6 +63,8 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
         result = rpc.handle(json.dumps(request).encode(), config, call_log)
     except plan.Horizon:
         complete = False
+    except plan.Refused:
+        raise  # no plan at all, not a plan of a failing call
     except errors.BoshError as exc:
         failure = exc.to_wire()
     except Exception as exc:  # noqa: BLE001 - a bug in the planned call is reported like a failure
@@ -91,8 +93,15 @@ def plan_command(args: argparse.Namespace) -> int:
     if arguments is None:
         return 2
     config = config_file("plan", args.config)
-    document = make_plan(args.method, arguments, str(config) if config else None, director_uuid=args.director_uuid,
-                         api_version=args.api_version, log_stream=sys.stderr if args.verbose else None)
+    from cpi import plan
+
+    try:
+        document = make_plan(args.method, arguments, str(config) if config else None,
+                             director_uuid=args.director_uuid, api_version=args.api_version,
+                             log_stream=sys.stderr if args.verbose else None)
+    except plan.Refused as exc:
+        print(f"cpi plan: {exc.message}", file=sys.stderr)
+        return 1
     if args.json:
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -43,6 +43,10 @@ class Cloud:
     #: commands or filesystem paths: whoever writes a cpi-config must not be able to run a
     #: command or choose a file as the CPI's user (root on a director VM).
     context_overrides: ClassVar[frozenset[str]] = frozenset()
+    #: Whether this cloud withholds its writes under `cpi plan` (cpi.plan: its session
+    #: answers mutating requests itself, its waits are noted). A cloud that does not say
+    #: so is refused by `cpi plan`, which would otherwise make its changes for real.
+    can_plan: ClassVar[bool] = False
 
     def __init__(self, properties: BaseModel, agent: AgentConfig, context: CallContext):
         self.properties = properties

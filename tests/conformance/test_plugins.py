@@ -101,3 +101,38 @@ def test_a_result_json_cannot_hold_is_an_error_naming_it(tmp_path):
     doc = run_with_plugin(tmp_path, {"method": "get_disks", "arguments": ["vm-1"]})
     assert doc["error"]["type"] == "Bosh::Clouds::CloudError"
     assert "not JSON" in doc["error"]["message"] and "disk-made-vm-1" in doc["error"]["message"]
+
+
+WRITING_PLUGIN = PLUGIN + textwrap.dedent('''
+    import os
+
+    class WritingCloud(TinyCloud):
+        """Makes its disks for real, with no plan support declared."""
+        name = "writing"
+
+        def create_disk(self, size, cloud_properties, vm_cid):
+            with open(os.environ["WRITING_CLOUD_MARKER"], "a") as marker:
+                marker.write("created\\n")
+            return "disk-real-1"
+''')
+
+
+def test_cpi_plan_refuses_a_cloud_that_cannot_withhold_its_writes(tmp_path):
+    """It ran create_disk for real and printed "0 changes"; now nothing is called."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "writingcloud.py").write_text(WRITING_PLUGIN)
+    dist = site / "writingcloud-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: writingcloud\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[bosh_cpi.clouds]\nwriting = writingcloud:WritingCloud\n")
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "writing", "properties": {"writing": {}}}}))
+    marker = tmp_path / "made"
+    proc = subprocess.run([str(ROOT / ".venv/bin/python"), "-m", "cpi.cli", "plan", "create_disk", "1024", "{}",
+                           "null", "--config", str(config)], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**COLD_ENV, "PYTHONPATH": str(site), "WRITING_CLOUD_MARKER": str(marker)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the writing cloud cannot withhold its writes" in proc.stderr and "nothing was called" in proc.stderr
+    assert "0 changes" not in proc.stdout
+    assert not marker.exists(), "the plan made the disk for real"

@@ -53,6 +53,7 @@ def _boundary(method: F) -> F:
 
 
 class AwsCloud(Cloud):
+    can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted
     name = "aws"
     stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["aws"]
     Properties = AwsProperties

@@ -59,6 +59,7 @@ def _then_collect_stale_locks(method):
 
 
 class LocalCloud(Cloud):
+    can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted
     name = "local"
     stemcell_formats = STEMCELL_FORMATS["local"]
     Properties = LocalProperties

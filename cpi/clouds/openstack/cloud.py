@@ -59,6 +59,7 @@ def _boundary(method: F) -> F:
 
 
 class OpenStackCloud(Cloud):
+    can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted
     name = "openstack"
     stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["openstack"]
     Properties = OpenStackProperties
