@@ -72,10 +72,12 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
 
 
-def _overrides(plugin: str, cloud_class: type, context: dict) -> dict:
+def _overrides(plugin: str, cloud_class: type, context: dict, section: dict) -> dict:
     """The context keys that may override this cloud's properties for one call; keys that
     name a property only the config file may set (a command, a path) are left out, and
-    the log says so."""
+    the log says so. So are keys that move an endpoint (cloud_class.context_endpoints)
+    when the context brings none of the secrets of its own (context_secrets): the file's
+    credentials go only where the file sends them."""
     fields = cloud_class.Properties.model_fields
     allowed = getattr(cloud_class, "context_overrides", frozenset())
     overrides = {}
@@ -85,6 +87,16 @@ def _overrides(plugin: str, cloud_class: type, context: dict) -> dict:
         elif key in fields:
             log.warning("context key '%s' is ignored: cloud.properties.%s.%s is set only in the config file",
                         key, plugin, key)
+    endpoints = getattr(cloud_class, "context_endpoints", frozenset())
+    secrets = getattr(cloud_class, "context_secrets", frozenset())
+    moved = [key for key in overrides if key in endpoints and overrides[key] != section.get(key)]
+    if moved and not any(overrides.get(key) for key in secrets):
+        for key in moved:
+            del overrides[key]
+            log.warning("context key '%s' is ignored: it sends this call's requests elsewhere than "
+                        "cloud.properties.%s says, and the context brings no credentials of its own (%s): "
+                        "the config file's are sent only where the file sends them", key, plugin,
+                        " or ".join(sorted(secrets)))
     return overrides
 
 
@@ -134,7 +146,7 @@ def build(raw: dict, context: dict | None = None) -> Config:
     section = file.cloud.properties.get(plugin, {})
     if not isinstance(section, dict):
         raise CpiError(f"invalid config: cloud.properties.{plugin} must be an object")
-    overrides = _overrides(plugin, cloud_class, context or {})
+    overrides = _overrides(plugin, cloud_class, context or {}, section)
     properties = _section(cloud_class.Properties, {**section, **overrides}, plugin)
     sections = file.cloud.properties
     agent = _section(AgentConfig, sections.get("agent") or {}, "agent")

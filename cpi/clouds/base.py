@@ -43,6 +43,12 @@ class Cloud:
     #: commands or filesystem paths: whoever writes a cpi-config must not be able to run a
     #: command or choose a file as the CPI's user (root on a director VM).
     context_overrides: ClassVar[frozenset[str]] = frozenset()
+    #: Of those, the keys that send the call's requests somewhere else (endpoints, the
+    #: identity service), and the secrets a context must then bring itself: the config
+    #: file's credentials are never sent to an endpoint that only a context names (a
+    #: cpi-config writer would otherwise collect them by setting `auth_url` alone).
+    context_endpoints: ClassVar[frozenset[str]] = frozenset()
+    context_secrets: ClassVar[frozenset[str]] = frozenset()
     #: Whether this cloud withholds its writes under `cpi plan` (cpi.plan: its session
     #: answers mutating requests itself, its waits are noted). A cloud that does not say
     #: so is refused by `cpi plan`, which would otherwise make its changes for real.

@@ -111,4 +111,4 @@ def test_known_cids_from_every_shape_bosh_cli_prints():
     assert parse(vms + "\n" + disks) == {"i-1", "vol-1", "vol-2", "vol-9"}
     assert parse('["vm-a", "disk-b"]') == {"vm-a", "disk-b"}
     assert parse("vm-a\n# a comment\n\ndisk-b\n") == {"vm-a", "disk-b"}
-    assert parse("") == set()
+    assert parse("ami-0123456789abcdef0 light\n") == {"ami-0123456789abcdef0 light"}

@@ -68,6 +68,8 @@ class AwsCloud(Cloud):
         "read_timeout", "vm_wait_timeout", "volume_wait_timeout", "volume_in_use_timeout",
         "image_wait_timeout",
     })
+    context_endpoints = frozenset({"ec2_endpoint", "elb_endpoint", "sts_endpoint", "ebs_endpoint"})
+    context_secrets = frozenset({"secret_access_key"})
     cloud_property_models: ClassVar[dict[str, type[BaseModel]]] = {
         "vm_type": VMCloudProperties,
         "disk_type": DiskCloudProperties,

@@ -74,6 +74,8 @@ class OpenStackCloud(Cloud):
         "stemcell_public_visibility", "state_timeout", "wait_resource_poll_interval",
         "retry_budget_seconds", "max_retries",
     })
+    context_endpoints = frozenset({"auth_url", "endpoint_overrides"})
+    context_secrets = frozenset({"api_key", "application_credential_secret"})
     cloud_property_models: ClassVar[dict[str, type]] = {
         "vm_type": VMCloudProperties,
         "disk_type": DiskCloudProperties,
