@@ -20,6 +20,7 @@ import pytest
 from tests.aws import moto_env
 from tests.aws.conftest import VM_PROPS
 from tests.faults.proxy import FaultProxy
+from tests.support.listener import Listener
 from tests.support.runner import Cpi
 
 ENV = {"bosh": {"group": "d-dep-ig", "groups": ["d", "dep"], "tags": {"team": "cpi", "cost-center": "42"},
@@ -671,41 +672,10 @@ def test_env_or_profile_reads_the_environment(account, tmp_path):
     assert "no AWS credentials found" in response.error["message"]
 
 
-class _Listener:
-    """An HTTP server on 127.0.0.1 that records what reaches it (a cpi-config writer's
-    endpoint) and answers 500."""
-
-    def __init__(self):
-        import http.server
-        import threading
-
-        seen = self.seen = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                seen.append(dict(self.headers))
-                self.send_response(500)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_GET = do_POST  # noqa: N815
-
-            def log_message(self, *args):
-                return
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_a_context_endpoint_never_receives_the_config_files_credentials(account, tmp_path):
     """A cpi-config that sets only ec2_endpoint used to get requests signed with cpi.json's
     keys; the override is now ignored, with a warning, unless the context brings its own."""
-    listener = _Listener()
+    listener = Listener()
     try:
         cpi = Cpi(account.write_config(tmp_path / "cpi.json", retry_budget_seconds=2))
         response = cpi.call("has_vm", "i-0123456789abcdef0", context={"ec2_endpoint": listener.url})

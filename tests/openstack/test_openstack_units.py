@@ -486,3 +486,30 @@ def test_load_balancer_membership_round_trip():
     assert ("DELETE", "/lbaas/pools/pool-2/members/gone-member") in api.calls
     with pytest.raises(VMCreationFailed, match="pool 'nope' not found"):
         lbaas.add_member(api, p, LoadBalancerPool(name="nope", port=80), "10.0.0.5", None)
+
+
+def test_a_context_auth_url_never_receives_the_config_files_password(tmp_path):
+    """A cpi-config that set only auth_url collected the OpenStack password: through bin/cpi,
+    the listener it names gets nothing (the file's identity service is asked, and is down
+    here); a context with its own api_key may send that anywhere."""
+    import json
+
+    from tests.support.listener import Listener
+    from tests.support.runner import Cpi
+
+    listener = Listener()
+    try:
+        config = tmp_path / "cpi.json"
+        config.write_text(json.dumps({"cloud": {"plugin": "openstack", "properties": {"openstack": {
+            "auth_url": "http://127.0.0.1:9/v3", "username": "admin", "api_key": "file-password-Zq81",
+            "project": "cpi", "domain": "Default", "default_key_name": "bosh", "retry_budget_seconds": 1,
+            "connect_timeout": 1}}}}))
+        cpi = Cpi(config)
+        response = cpi.call("has_vm", "vm-1", context={"auth_url": listener.url + "/v3"})
+        assert response.error is not None and listener.seen == []
+        assert "context key 'auth_url' is ignored" in response.log
+        cpi.call("has_vm", "vm-1", context={"auth_url": listener.url + "/v3", "api_key": "context-password-7"})
+        bodies = " ".join(seen["body"] for seen in listener.seen)
+        assert "context-password-7" in bodies and "file-password-Zq81" not in bodies
+    finally:
+        listener.close()
