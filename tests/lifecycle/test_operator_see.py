@@ -44,6 +44,10 @@ def test_list_show_and_avail_see_what_the_cpi_made(target):
         shown = cli(target, "show", "vm", vm_cid, "--json")
         assert json.loads(shown.stdout)["tags"]["agent_id"] == agent_id
         assert cli(target, "show", "vm", "vm-nonexistent").returncode == 1
+        # every cid create_stemcell returns, a light stemcell's ("ami-... light") included
+        stemcell = cli(target, "show", "stemcell", stemcell_cid, "--json")
+        assert stemcell.returncode == 0, stemcell.stdout + stemcell.stderr
+        assert json.loads(stemcell.stdout)["cid"] == stemcell_cid
         for offer in ("sizes", "zones", "networks"):
             offers = cli(target, "avail", offer, "--json")
             assert offers.returncode == 0 and json.loads(offers.stdout), (offer, offers.stderr)

@@ -120,6 +120,15 @@ class AwsCloud(Cloud):
         return inventory.inventory(self.aws, kind)
 
     @_boundary
+    def show(self, kind: str, cid: str):
+        """As every cloud's, and a light stemcell's cid too (its image is not one this CPI
+        made, so no listing holds it)."""
+        if kind == "stemcells" and cid.endswith(" light"):
+            from . import inventory
+
+            return inventory.light_stemcell(self.aws, cid)
+        return super().show(kind, cid)
+
     def available(self, offer: str):
         from . import inventory
 

@@ -54,6 +54,20 @@ def inventory(aws, kind: str) -> list[Resource]:
             for i in aws.ec2("DescribeImages", Owners=["self"]).get("Images") or []]
 
 
+def light_stemcell(aws, stemcell_cid: str) -> Resource | None:
+    """A light stemcell's cid ("ami-... light", as create_stemcell returns it): the AMI it
+    names, someone else's (not in the owned images `inventory` lists)."""
+    from . import lookups
+
+    image_id = stemcell_cid.removesuffix(" light")
+    found = lookups.image(aws, image_id)
+    if found is None:
+        return None
+    return Resource("stemcell", stemcell_cid, found.get("State", "?"), found.get("CreationDate"), _tags(found),
+                    {"light": True, "image": image_id, "name": found.get("Name"),
+                     "architecture": found.get("Architecture"), "owner": found.get("OwnerId")})
+
+
 def available(aws, offer: str) -> list[Offer]:
     if offer == "images":
         return [Offer("image", i.get("Name") or i["ImageId"], i["ImageId"], {"state": i.get("State")})

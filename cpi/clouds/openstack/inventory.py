@@ -46,6 +46,19 @@ def inventory(api, kind: str) -> list[Resource]:
             for i in images if i.get("version") is not None]  # create_stemcell sets the stemcell's version
 
 
+def light_stemcell(api, stemcell_cid: str) -> Resource | None:
+    """A light stemcell's cid ("<image id> light"): the Glance image it names."""
+    import urllib.parse
+
+    image_id = stemcell_cid.removesuffix(" light")
+    response = api.request("image", "GET", f"/images/{urllib.parse.quote(image_id, safe='')}", ok=(404,))
+    if response.status_code == 404:
+        return None
+    image = response.json()
+    return Resource("stemcell", stemcell_cid, image.get("status", "?"), image.get("created_at"), {},
+                    {"light": True, "image": image_id, "name": image.get("name"), "visibility": image.get("visibility")})
+
+
 def available(api, offer: str) -> list[Offer]:
     if offer == "images":
         return [Offer("image", i.get("name") or i["id"], i["id"], {"status": i.get("status")})
