@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable
 
-from pydantic import BeforeValidator, Field, StrictInt, StrictStr, StringConstraints, ValidationError, create_model
+from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, StringConstraints, ValidationError, create_model
 
 from cpi import audit, errors
 from cpi.clouds.base import Cloud
@@ -22,6 +22,14 @@ from cpi.validation import describe
 log = logging.getLogger(__name__)
 
 Cid = Annotated[StrictStr, StringConstraints(min_length=1)]
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("holds a NUL byte, which no path can hold")
+    return value
+
+
+#: a string the CPI hands to the operating system as a path (no NUL: the OS cannot hold one)
+OsPath = Annotated[StrictStr, AfterValidator(_no_nul)]
 Props = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
 #: MiB, as BOSH counts disk sizes; below 2^31 MiB (2 PiB), the director's own integer range
 #: and far past any volume an IaaS makes.
@@ -167,7 +175,7 @@ def current_vm_id(call: Call) -> str:
 
 
 @method
-def create_stemcell(call: Call, image_path: StrictStr, cloud_properties: Props, env: Props = None) -> str:
+def create_stemcell(call: Call, image_path: OsPath, cloud_properties: Props, env: Props = None) -> str:
     tags = (env or {}).get("tags") or {}
     if not isinstance(tags, dict):
         raise errors.CpiError("create_stemcell argument 3 (env): env.tags must be an object")

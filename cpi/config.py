@@ -136,10 +136,30 @@ def build_info(raw: dict) -> dict:
     return info_result(cfg.cloud_class.stemcell_formats, cfg.debug.cpi.api_version)
 
 
+def _no_nul(value: Any, where: str) -> None:
+    """A NUL byte in any string of the config (or of a context override): no path, command,
+    URL or credential can hold one, and the OS would refuse it deep inside a call as an
+    'unexpected ValueError'; refused here, naming the setting."""
+    stack = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise CpiError(f"invalid {'context' if path.startswith('context') else 'config'}: {path} holds a "
+                               f"NUL byte, which no path, command, URL or credential can hold")
+        elif isinstance(item, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in item.items())
+            if any("\x00" in str(k) for k in item):
+                raise CpiError(f"invalid config: a key under {path or 'the top level'} holds a NUL byte")
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
+
+
 def build(raw: dict, context: dict | None = None) -> Config:
     """Validate `raw` for its plugin, with `context` overrides applied."""
     from cpi.clouds import load_cloud
 
+    _no_nul(raw, "")
     file = _file(raw)
     plugin = file.cloud.plugin
     cloud_class = load_cloud(plugin)
@@ -147,6 +167,7 @@ def build(raw: dict, context: dict | None = None) -> Config:
     if not isinstance(section, dict):
         raise CpiError(f"invalid config: cloud.properties.{plugin} must be an object")
     overrides = _overrides(plugin, cloud_class, context or {}, section)
+    _no_nul(overrides, "context")
     properties = _section(cloud_class.Properties, {**section, **overrides}, plugin)
     sections = file.cloud.properties
     agent = _section(AgentConfig, sections.get("agent") or {}, "agent")

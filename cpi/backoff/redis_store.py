@@ -121,10 +121,34 @@ class RedisStore:
 
     def step(self, op: str, retry_after: float | None = None, now: float | None = None) -> float:
         c = self.config
-        answer = self.script(keys=[self.key], args=[op, c.max_rate, c.min_rate, c.burst, c.decrease, c.increase,
-                                                     c.forget_after, "" if retry_after is None else repr(retry_after),
-                                                     "" if now is None else repr(now), c.max_retry_after, policy.SKEW])
-        return float(answer)
+        args = [op, c.max_rate, c.min_rate, c.burst, c.decrease, c.increase, c.forget_after,
+                "" if retry_after is None else repr(retry_after), "" if now is None else repr(now),
+                c.max_retry_after, policy.SKEW]
+        return float(self._bounded(lambda: self.script(keys=[self.key], args=args)))
+
+    def _bounded(self, operation: Callable[[], Any]) -> Any:
+        """`operation` within redis_timeout as a whole. redis-py's socket timeouts bound each
+        read, so a Redis that trickles a byte every 0.2 s held a call for seconds; here the
+        operation runs in a daemon thread that is left behind (with its connection, never
+        used again: WithFallback moves to the file) when time is up."""
+        import threading
+
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["answer"] = operation()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread as it is
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=run, name="cpi-redis", daemon=True)
+        worker.start()
+        worker.join(self.config.redis_timeout)
+        if worker.is_alive():
+            raise TimeoutError(f"no whole answer within redis_timeout ({self.config.redis_timeout}s)")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["answer"]
 
 
 class WithFallback:

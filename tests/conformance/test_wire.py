@@ -319,3 +319,30 @@ def test_stemcell_tags_of_any_json_type_are_stored_as_strings(config, tmp_path):
                                api_version=3)
     record = json.loads((tmp_path / "state" / "stemcells" / stemcell_cid / "stemcell.json").read_text())
     assert record["tags"] == {"build": "42", "lts": "true", "team": "cpi"}
+
+
+@pytest.mark.parametrize("where, properties, method, arguments, context", [
+    ("cloud.properties.local.state_dir", {"local": {"state_dir": "/tmp/st\0ate"}}, "has_disk", ["disk-1"], {}),
+    ("cloud.properties.throttle.state_dir", {"throttle": {"state_dir": "/tmp/a\0b"}}, "create_disk", [1, {}, None], {}),
+    ("cloud.properties.audit.path", {"audit": {"path": "/tmp/a\0b"}}, "create_disk", [1, {}, None], {}),
+    ("cloud.properties.local.agent_command[1]", {"local": {"agent_command": ["/bin/sh", "-c\0"]}}, "has_vm",
+     ["vm-1"], {}),
+    ("create_stemcell argument 1 (image_path)", {}, "create_stemcell", ["/tmp/x\0y", {}], {}),
+    ("context.ec2_endpoint", {"aws": {"region": "us-east-1", "access_key_id": "AKIA1", "secret_access_key": "s3cr3t-k"}},
+     "has_vm", ["i-0123456789abcdef0"], {"ec2_endpoint": "http://127.0.0.1\0:9", "secret_access_key": "own-s3cr3t"}),
+], ids=["state_dir", "throttle", "audit", "agent_command", "image_path", "context"])
+def test_a_nul_byte_that_would_reach_the_os_is_a_cpi_error_naming_the_field(tmp_path, where, properties, method,
+                                                                           arguments, context):
+    """Today: 'unexpected ValueError: embedded null byte' from deep inside the call."""
+    plugin = "aws" if "aws" in properties else "local"
+    sections = {"local": {"state_dir": str(tmp_path / "state")}} if plugin == "local" else {}
+    for name, section in properties.items():
+        sections[name] = {**sections.get(name, {}), **section}
+    if plugin == "local":
+        sections["local"] = {"state_dir": str(tmp_path / "state"), **sections["local"]}
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": plugin, "properties": sections}}))
+    response = Cpi(config).call(method, *arguments, context=context)
+    assert response.error is not None and response.error["type"] == "Bosh::Clouds::CpiError", response.error
+    assert where in response.error["message"] and "NUL byte" in response.error["message"]
+    assert "unexpected" not in response.error["message"]

@@ -179,3 +179,51 @@ def test_a_redis_url_redis_py_cannot_use_is_a_config_error_naming_the_field(tmp_
     assert response.error["type"] == "Bosh::Clouds::CpiError", response.error
     assert "redis_url" in response.error["message"] and words in response.error["message"]
     assert "unexpected" not in response.error["message"].lower()
+
+
+def test_redis_timeout_bounds_the_whole_operation_not_each_read(tmp_path):
+    """A 'Redis' that answers every command, one byte every 0.2 s (each read within the 0.25 s
+    socket timeout): a create_disk took 5.5 s; the store now gives up at redis_timeout."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.is_set():
+            try:
+                listener.settimeout(0.5)
+                connection, _ = listener.accept()
+            except OSError:
+                continue
+            with connection:
+                connection.settimeout(0.5)
+                while not stop.is_set():
+                    try:
+                        if not connection.recv(65536):
+                            break
+                    except OSError:
+                        break
+                    for byte in b"$1\r\n0\r\n":
+                        if stop.wait(0.2):
+                            return
+                        try:
+                            connection.send(bytes([byte]))
+                        except OSError:
+                            return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        cfg = ThrottleConfig(state_dir=tmp_path, redis_url=f"redis://127.0.0.1:{listener.getsockname()[1]}/0",
+                             redis_timeout=0.25)
+        limiter = SharedLimiter("ec2", cfg)
+        started = time.monotonic()
+        limiter.acquire()
+        limiter.succeeded()
+        assert time.monotonic() - started < 1.0
+        assert limiter.store.name == "file"
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(5)
