@@ -6,8 +6,9 @@ On by default; CPI_HELPER_IDLE_TIMEOUT=<seconds> sets its idle time, 0 turns it 
 bin/cpi is a small client (this module, standard library only, imported before anything
 else):
 
-- it connects to the helper's Unix socket, in a directory of its own user's, 0700, that it
-  checks (owner, mode, not a link), and checks the helper's uid (SO_PEERCRED);
+- it connects to the helper's Unix socket, in ~/.cache/bosh-cpi/helper (0700, its own user's,
+  which it checks: owner, mode, not a link; an unsafe one is named on stderr and the call is
+  made cold), and checks the helper's uid (SO_PEERCRED);
 - it reads the request off its stdin (an `info` it then answers itself: that is quicker
   than handing it over), and passes the request, its stdin, stdout and stderr (SCM_RIGHTS),
   its working directory (an fd), its argv, environment and umask; the helper forks a worker
@@ -22,16 +23,23 @@ else):
   acting;
 - the exit status reaches the client from the helper (which reaps its workers) or from the
   worker itself ("X code"); a worker killed by a signal ("K sig") kills the client with the
-  same signal, as a cold process killed there would have died; a stopped worker ("T sig")
-  stops the client, and continuing the client continues the worker. SIGTERM, SIGINT and
-  SIGHUP sent to the client are passed on to its worker.
+  same signal, as a cold process killed there would have died. The helper mirrors each of
+  its worker's stops and continuations on the client itself, in the order they come (a
+  worker continued directly, or killed while stopped, never leaves its client stopped), and
+  continuing the client continues the worker. SIGTERM, SIGINT and SIGHUP sent to the client
+  are passed on to its worker; a client that ends any other way (SIGKILL) ends its worker
+  at once: the worker watches its connection, and each worker holds only its own client's
+  connection (never another call's).
 
 A cold call whose helper is missing starts one (detached, its stdio on /dev/null, after the
-response is written). The helper imports and builds everything a call needs before it
+response is written); the helper closes every other descriptor it inherited and moves to
+"/", keeping nothing of that call. It imports and builds everything a call needs before it
 listens, forks one worker per request (parallel calls stay parallel; no state passes from
 one call to the next: each worker starts from the helper's pristine memory), refuses calls
-and exits when a file of the CPI's own code changes (a new install or an edit), and exits
-after the idle time. Config files are read by each worker, as by each cold call: nothing of
+and exits when what it serves changed on disk (a file of the CPI's own code, or a
+directory of its import path: a dependency or plugin installed; a change made while it was
+still loading counts too), exits within seconds once its install is gone, and exits after
+the idle time. Config files are read by each worker, as by each cold call: nothing of
 a config is kept.
 
 Differences from a cold process that remain: the worker's pid and parent, its session and
@@ -88,7 +96,16 @@ def install_root() -> str:
 
 
 def socket_dir() -> str:
-    return f"/tmp/bosh-cpi-helper-{os.getuid()}"
+    """~/.cache/bosh-cpi/helper, in the CPI user's own home (HOME, else the password
+    database's: a director gives no HOME), where the CPI's other private dirs are. Not a
+    fixed name in /tmp: any local user could make that first and so turn the helper off
+    for root, silently."""
+    home = os.environ.get("HOME")
+    if not home:
+        import pwd
+
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    return f"{home.rstrip('/')}/.cache/bosh-cpi/helper"
 
 
 #: The import path this process started with (this module is imported before a call adds
@@ -114,6 +131,10 @@ def private_dir_ok(path: str) -> bool:
     return (st.st_mode & 0o170000) == 0o040000 and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
+def _peer_pid(sock) -> int:
+    return int.from_bytes(sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)[:4], _NATIVE)
+
+
 def _peer_uid(sock) -> int:
     credentials = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     return int.from_bytes(credentials[4:8], _NATIVE)
@@ -129,6 +150,9 @@ def call(argv: list[str], stdin: tuple[bytes, str | None]) -> int | None:
     (no worker began it): the caller then makes it itself."""
     path = socket_path()
     if not private_dir_ok(socket_dir()):
+        if os.path.lexists(socket_dir()):
+            _say(f"bosh-cpi: the warm helper is not used: {socket_dir()} is not a private directory of uid "
+                 f"{os.getuid()} (a real directory, 0700, its own); this call is made cold")
         return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
@@ -160,10 +184,10 @@ def call(argv: list[str], stdin: tuple[bytes, str | None]) -> int | None:
     _forward_signals(worker)
     status = ""
     try:
+        # "T" (the worker stopped) and "C" (continued) are news only: the helper stops and
+        # continues this process itself, in the order the worker's states came
         while not (status.startswith("X") or status.startswith("K")):
             status = reader.line()
-            if status.startswith("T"):
-                _stop_like(worker)
     except OSError:
         status = ""
     sock.close()
@@ -202,7 +226,17 @@ class _Lines:
         return line.decode("ascii", "replace")
 
 
+def _say(line: str) -> None:
+    try:
+        os.write(2, (line + "\n").encode(errors="replace"))
+    except OSError:
+        pass
+
+
 def _forward_signals(worker: int) -> None:
+    """What is sent to this process reaches the call (the worker): SIGTERM, SIGINT, SIGHUP,
+    and SIGCONT (this process continued: its worker too). SIGKILL cannot be forwarded: the
+    worker watches this connection and dies with it (_watch_client)."""
     import _signal
 
     def forward(signum, frame):
@@ -211,20 +245,8 @@ def _forward_signals(worker: int) -> None:
         except OSError:
             pass
 
-    for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+    for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP, _signal.SIGCONT):
         _signal.signal(signum, forward)
-
-
-def _stop_like(worker: int) -> None:
-    """The worker was stopped (SIGSTOP, SIGTSTP): stop this process too, as a cold process
-    stopped there would be seen, and continue the worker when this one is continued."""
-    import _signal
-
-    os.kill(os.getpid(), _signal.SIGSTOP)
-    try:
-        os.kill(worker, _signal.SIGCONT)
-    except OSError:
-        pass
 
 
 def _die_like(signum: int) -> None:
@@ -275,6 +297,9 @@ def start(idle: float, preload: list[str]) -> None:
         import fcntl
 
         directory = socket_dir()
+        parent = os.path.dirname(directory)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, 0o700, exist_ok=True)  # ~/.cache/bosh-cpi, as cpi.private makes it
         try:
             os.mkdir(directory, 0o700)
         except FileExistsError:
@@ -295,7 +320,11 @@ def start(idle: float, preload: list[str]) -> None:
         devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
         argv = [sys.executable, "-I", "-S", "-c", code, strict_json.dumps(IMPORT_PATH), repr(idle),
                 strict_json.dumps(list(preload))]
-        os.posix_spawn(sys.executable, argv, {"PATH": os.environ.get("PATH", os.defpath)}, file_actions=devnull,
+        # HOME too: the helper listens where its starter (and so each client of that HOME) looks
+        environment = {"PATH": os.environ.get("PATH", os.defpath)}
+        if os.environ.get("HOME"):
+            environment["HOME"] = os.environ["HOME"]
+        os.posix_spawn(sys.executable, argv, environment, file_actions=devnull,
                        setsid=True)
     except Exception:  # noqa: BLE001 - the call is answered already; a helper is only a speed-up
         return
@@ -304,19 +333,26 @@ def start(idle: float, preload: list[str]) -> None:
 # ---------------------------------------------------------------- the helper
 
 
-def _own_files() -> dict[str, tuple[int, int]]:
-    """mtime and size of every file of the CPI's own code loaded (a change means a new
-    install or an edit: the helper must not serve old code)."""
+def _own_files(since_ns: int) -> dict[str, tuple[int, int]] | None:
+    """mtime and size of what the helper serves: every file of the CPI's own code it
+    loaded, and every directory of its import path (site-packages, a plugin path: pip
+    adds and removes entries there when it installs or upgrades a dependency or a plugin).
+    None when one of them changed at or after `since_ns` (the helper's start): a file
+    edited while the helper was importing it (a `git pull` during the first call) must
+    not be served as it was read."""
     root = install_root() + os.sep + "cpi" + os.sep
+    paths = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
+    paths = [p for p in paths if p and p.startswith(root)]
+    paths += [d for d in sys.path if d and os.path.isdir(d)]
     found = {}
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if path and path.startswith(root):
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            found[path] = (st.st_mtime_ns, st.st_size)
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_mtime_ns >= since_ns:
+            return None
+        found[path] = (st.st_mtime_ns, st.st_size)
     return found
 
 
@@ -331,6 +367,20 @@ def _unchanged(files: dict[str, tuple[int, int]]) -> bool:
     return True
 
 
+def _install_present() -> bool:
+    """The interpreter and the CPI's code are still there (`bosh delete-env` removes the
+    package: a helper of a removed install exits rather than linger for its idle time)."""
+    return os.path.exists(sys.executable) and os.path.exists(os.path.join(install_root(), "cpi", "warm.py"))
+
+
+def _leave_the_starter() -> None:
+    """Keep nothing of the call that started this helper: its descriptors above 2 (a
+    caller's pipe on fd 3 would never see end-of-file, an flock held around bin/cpi would
+    stay held) and its working directory."""
+    os.closerange(3, 1 << 16)
+    os.chdir("/")
+
+
 def serve(idle: float, warm_up, run) -> None:
     """The helper's life: `warm_up()`, listen, fork a worker per request that runs
     `run(argv, stdin)` (cpi.rpc.serve, the cold call) and exits with its code; exit when
@@ -340,6 +390,8 @@ def serve(idle: float, warm_up, run) -> None:
     import signal
     import time
 
+    _leave_the_starter()
+    started_ns = time.time_ns() - 1_000_000_000  # a coarse file system clock: a second's margin
     directory, path = socket_dir(), socket_path()
     if not private_dir_ok(directory):
         return
@@ -350,7 +402,9 @@ def serve(idle: float, warm_up, run) -> None:
         return  # another helper of this install lives
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # `stop`: clean up on the way out
     warm_up()
-    files = _own_files()
+    files = _own_files(started_ns)
+    if files is None:
+        return  # changed while it was being loaded: the next cold call starts a fresh helper
     import socket
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -367,7 +421,7 @@ def serve(idle: float, warm_up, run) -> None:
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-    connections: dict[int, object] = {}  # worker pid -> its client's connection
+    connections: dict[int, tuple[object, int]] = {}  # worker pid -> its client's connection and pid
     last = time.monotonic()
     try:
         while True:
@@ -385,6 +439,7 @@ def serve(idle: float, warm_up, run) -> None:
                     if _peer_uid(connection) != os.getuid():
                         connection.close()
                         continue
+                    client = _peer_pid(connection)
                     if not _unchanged(files):
                         connection.sendall(b"R stale\n")
                         connection.close()
@@ -400,9 +455,13 @@ def serve(idle: float, warm_up, run) -> None:
                     os.close(wake_read)
                     os.close(wake_write)
                     os.close(lock)
+                    for other, _ in connections.values():
+                        other.close()  # other calls' clients must see their connection end without us
                     _work(connection, run)  # never returns
-                connections[pid] = connection
+                connections[pid] = (connection, client)
             elif time.monotonic() - last >= idle:
+                return
+            if not _install_present():
                 return
             try:
                 if os.stat(path).st_ino != inode:
@@ -416,35 +475,44 @@ def serve(idle: float, warm_up, run) -> None:
             os.unlink(path + ".lock")  # held until exit: a starter that opened it before cannot start a twin
         except (OSError, UnboundLocalError):
             pass
-        for connection in connections.values():
+        for connection, _ in connections.values():
             connection.close()
 
 
 def _reap(connections: dict) -> None:
-    """Tell each finished worker's client how it ended ("X code" or "K signal"), and each
-    stopped one's that it stopped ("T signal")."""
+    """Tell each finished worker's client how it ended ("X code" or "K signal"), and mirror
+    each worker's stops and continuations on its client, here, in the order they came: a
+    client that stopped itself could miss the continuation and stay stopped for ever."""
+    import signal
+
     while connections:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED)
+            pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
         except ChildProcessError:
             return
         if pid == 0:
             return
-        connection = connections.get(pid)
-        if connection is None:
+        if pid not in connections:
             continue
+        connection, client = connections[pid]
         if os.WIFSTOPPED(status):
-            message = f"T{os.WSTOPSIG(status)}\n"
+            message, mirror = f"T{os.WSTOPSIG(status)}\n", signal.SIGSTOP
+        elif os.WIFCONTINUED(status):
+            message, mirror = "C\n", signal.SIGCONT
         elif os.WIFSIGNALED(status):
-            message = f"K{os.WTERMSIG(status)}\n"
+            message, mirror = f"K{os.WTERMSIG(status)}\n", signal.SIGCONT
         else:
-            message = f"X{os.waitstatus_to_exitcode(status)}\n"
+            message, mirror = f"X{os.waitstatus_to_exitcode(status)}\n", signal.SIGCONT
         try:
             connection.sendall(message.encode())
         except OSError:
             pass
-        if not os.WIFSTOPPED(status):
-            connections.pop(pid).close()
+        try:
+            os.kill(client, mirror)  # stopped with its worker, continued with it, or to read the end
+        except OSError:
+            pass
+        if message[0] in "XK":
+            connections.pop(pid)[0].close()
 
 
 def _work(connection, run) -> None:
@@ -469,6 +537,7 @@ def _work(connection, run) -> None:
             for fd in fds:
                 os.close(fd)
             os._exit(0)  # the client gave up waiting and made the call itself
+        _watch_client(connection)
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
         os.fchdir(fds[3])
@@ -498,6 +567,25 @@ def _work(connection, run) -> None:
     except OSError:
         pass
     os._exit(code)
+
+
+def _watch_client(connection) -> None:
+    """End this worker the moment its client ends: a client killed by SIGKILL (which it
+    cannot pass on) would otherwise leave its call running in the background, holding its
+    locks, as a cold process killed there never would. The client sends nothing after "G":
+    a read that returns means it is gone."""
+    import signal
+    import threading
+
+    def watch() -> None:
+        try:
+            while connection.recv(1):
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="cpi-client-watch", daemon=True).start()
 
 
 def _receive_request(connection) -> tuple[dict, bytes]:

@@ -24,7 +24,7 @@ import pytest
 from tests.lifecycle.local_target import LocalTarget
 from tests.support.normalize import normalized
 from tests.support.runner import (BIN_CPI, DIRECTOR_ENV, ROOT, WARM_ENV, check_envelope, helper_action,
-                                 process_state, start_helper, start_stopped)
+                                 process_state, start_helper, start_stopped, stop_helper)
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
 COLD = {**DIRECTOR_ENV, "CPI_HELPER_IDLE_TIMEOUT": "0"}
@@ -234,13 +234,38 @@ def test_a_helper_of_changed_code_is_not_used(warm_helper):
 def test_an_unsafe_directory_means_no_helper(warm_helper):
     """A socket directory that others could enter is not used: cold calls, no error."""
     local = warm_helper
-    directory = Path(f"/tmp/bosh-cpi-helper-{os.getuid()}")
+    directory = Path(DIRECTOR_ENV["HOME"]) / ".cache/bosh-cpi/helper"
     directory.chmod(0o755)
     try:
         proc = run(local.config_path, local.cpi.request("has_vm", "vm-1"), WARM)
         assert json.loads(proc.stdout)["result"] is False and done_in(proc) > 0.05
+        assert b"the warm helper is not used: " + str(directory).encode() + b" is not a private directory" \
+            in proc.stderr
     finally:
         directory.chmod(0o700)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="plants a directory as another user: needs root")
+def test_a_neighbour_cannot_switch_the_helper_off(warm_helper):
+    """The socket directory was a predictable /tmp name: any local user who made it first
+    turned the helper off for root, silently. It is in the CPI user's home now."""
+    import pwd
+
+    local = warm_helper
+    nobody = pwd.getpwnam("nobody")
+    planted = Path(f"/tmp/bosh-cpi-helper-{os.getuid()}")
+    made = not planted.exists()
+    if made:
+        planted.mkdir(mode=0o777)
+        os.chown(planted, nobody.pw_uid, nobody.pw_gid)
+    try:
+        proc = run(local.config_path, local.cpi.request("has_vm", "vm-1"), WARM)
+        assert json.loads(proc.stdout)["result"] is False
+        assert done_in(proc) < done_in(run(local.config_path, local.cpi.request("has_vm", "vm-1"), COLD)), \
+            "the call was made cold"
+    finally:
+        if made:
+            planted.rmdir()
 
 
 def test_the_helper_exits_when_idle(tmp_path):
@@ -278,3 +303,174 @@ def test_the_helper_preloads_every_clouds_sdk_without_connecting_or_starting_any
     assert state["modules"] == ["botocore.client", "openstack.connection", "keystoneauth1.session", "requests", "redis"]
     assert state["threads"] == 1
     assert [fd for fd in state["fds"] if not fd.startswith("/proc/")] == [], state["fds"]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_client_ends_its_call_at_once(tmp_path, signum):
+    """A director that kills bin/cpi kills the call, as cold: the worker must not finish a
+    create_disk in the background (here a 20 s one) holding its locks."""
+    local = LocalTarget(tmp_path, faults=[{"method": "create_disk", "error": None, "delay": 20}])
+    try:
+        start_helper(local.config_path)
+        helper = helper_pid()
+        client = subprocess.Popen([str(BIN_CPI), str(local.config_path)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=WARM, cwd="/")
+        client.stdin.write(json.dumps(local.cpi.request("create_disk", 16, {}, None)).encode())
+        client.stdin.close()
+        client.stdin = None
+        _until(lambda: _children(helper), 10, "no worker took the call")
+        (worker,) = _children(helper)
+        time.sleep(0.5)  # in the fault's delay
+        client.send_signal(signum)
+        client.communicate(timeout=10)
+        _until(lambda: process_state(worker) in (None, "Z"), 3, "the worker outlived its client")
+        assert not (local.state_dir / "disks").exists() or list((local.state_dir / "disks").iterdir()) == []
+        started = time.monotonic()
+        assert local.cpi("has_disk", "disk-none") is False and time.monotonic() - started < 10  # no lock held
+    finally:
+        local.cleanup()
+
+
+def test_a_worker_continued_or_killed_while_stopped_never_leaves_its_client_stopped(warm_helper):
+    """The helper mirrors its worker's stops and continuations on the client, in order: a
+    worker stopped then continued directly (not through its client), or killed while
+    stopped, left the client stopped for ever (the director hung)."""
+    local = warm_helper
+    client = _held(local, {**WARM, "CPI_KILL_AT": "image copied", "CPI_KILL_SIGNAL": "STOP"})
+    worker = _worker_of(helper_pid())
+    os.kill(worker, signal.SIGCONT)
+    out, err = client.communicate(timeout=20)
+    assert client.returncode == 0 and json.loads(out)["result"].startswith("sc-"), err
+
+    client = _held(local, {**WARM, "CPI_KILL_AT": "image copied", "CPI_KILL_SIGNAL": "STOP"})
+    os.kill(_worker_of(helper_pid()), signal.SIGKILL)
+    client.communicate(timeout=20)
+    assert client.returncode == -signal.SIGKILL
+
+
+def test_a_client_never_waits_on_a_connection_another_call_holds(warm_helper):
+    """Workers inherited the other in-flight clients' connections: with the helper gone, a
+    client whose worker died waited for the end of a connection another worker kept open."""
+    local = warm_helper
+    held = {**WARM, "CPI_KILL_AT": "image copied", "CPI_KILL_SIGNAL": "STOP"}
+    first = _held(local, held)
+    first_worker = _worker_of(helper_pid())
+    second = _held(local, held)  # forked while the first call's connection is open in the helper
+    helper = helper_pid()
+    second_worker = [p for p in _children(helper) if p != first_worker][0]
+    try:
+        os.kill(helper, signal.SIGKILL)
+        os.kill(first_worker, signal.SIGKILL)
+        os.kill(first.pid, signal.SIGCONT)
+        first.communicate(timeout=10)  # ends: nobody else holds its connection
+        assert first.returncode != 0
+    finally:
+        os.kill(second_worker, signal.SIGKILL)
+        os.kill(second.pid, signal.SIGCONT)
+        second.communicate(timeout=10)
+
+
+def test_the_helper_keeps_nothing_of_the_call_that_started_it(tmp_path):
+    """Its starter's descriptors above 2 (a caller waiting for end-of-file on fd 3, an flock
+    held around bin/cpi) and its working directory."""
+    local = LocalTarget(tmp_path)
+    try:
+        stop_helper()
+        read_end, write_end = os.pipe()
+        subprocess.run([str(BIN_CPI), str(local.config_path)], input=b'{"method": "has_vm", "arguments": ["vm-1"]}',
+                       capture_output=True, env=WARM, cwd=tmp_path, pass_fds=(write_end,), timeout=60)
+        os.close(write_end)
+        _until(lambda: helper_pid() is not None, 30, "no helper started")
+        os.set_blocking(read_end, False)
+        _until(lambda: _eof(read_end), 5, "the helper holds its starter's pipe")
+        os.close(read_end)
+        assert os.readlink(f"/proc/{helper_pid()}/cwd") == "/"
+    finally:
+        local.cleanup()
+
+
+def _eof(fd: int) -> bool:
+    try:
+        return os.read(fd, 1) == b""
+    except BlockingIOError:
+        return False
+
+
+def test_a_helper_serves_what_is_on_disk_now(warm_helper):
+    """A dependency or plugin installed into the venv (an entry added to site-packages), or a
+    file of the CPI changed while the helper was loading it, is picked up by the next call."""
+    import sysconfig
+
+    local = warm_helper
+    site = Path(sysconfig.get_paths(vars={"base": str(ROOT / ".venv"), "platbase": str(ROOT / ".venv")})["purelib"])
+    before = site.stat()
+    try:
+        os.utime(site, ns=(before.st_atime_ns, time.time_ns()))  # what pip install does to it
+        proc = run(local.config_path, local.cpi.request("has_vm", "vm-1"), WARM)
+        assert json.loads(proc.stdout)["result"] is False and done_in(proc) > 0.05, "served by the stale helper"
+    finally:
+        os.utime(site, ns=(before.st_atime_ns, before.st_mtime_ns))
+    _until(lambda: helper_action("running") != "True", 10, "the stale helper did not exit")
+    source = ROOT / "cpi" / "errors.py"
+    was = source.stat()
+    try:
+        # changed after the next helper starts reading it: its time is later than the start
+        os.utime(source, ns=(was.st_atime_ns, time.time_ns() + 5_000_000_000))
+        stop_helper()
+        run(local.config_path, local.cpi.request("has_vm", "v"), WARM)  # cold: starts a helper, which loads it
+        time.sleep(3)
+        assert helper_action("running") != "True", "a helper serves code that changed while it loaded it"
+    finally:
+        os.utime(source, ns=(was.st_atime_ns, was.st_mtime_ns))
+
+
+def test_a_helper_exits_once_its_install_is_gone(tmp_path):
+    """After `bosh delete-env` a helper ran on with its executable deleted until its idle
+    time ran out: a copy of the checkout, its helper started, then the copy removed."""
+    import shutil
+
+    copy = tmp_path / "install"
+    shutil.copytree(ROOT / "cpi", copy / "cpi", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "bin", copy / "bin")
+    (copy / ".venv").symlink_to(ROOT / ".venv")
+    (tmp_path / "cloud").mkdir()
+    local = LocalTarget(tmp_path / "cloud")
+    try:
+        start = {**WARM, "CPI_HELPER_IDLE_TIMEOUT": "300"}
+        for _ in range(100):
+            subprocess.run([str(copy / "bin/cpi"), str(local.config_path)], input=b'{"method": "ping", "arguments": []}',
+                           capture_output=True, env=start, cwd="/", timeout=60)
+            helpers = [p for p in _pids_with(str(copy)) if "from cpi.rpc import helper" in _cmdline(p)]
+            if helpers:
+                break
+            time.sleep(0.3)
+        assert helpers, "the copy's helper did not start"
+        shutil.rmtree(copy / "cpi")
+        _until(lambda: all(process_state(p) in (None, "Z") for p in helpers), 10, "the helper outlived its install")
+    finally:
+        local.cleanup()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _pids_with(text: str) -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and text in _cmdline(int(p))]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.lifecycle.local_target import LocalTarget, pid_alive
-from tests.support.runner import BIN_CPI, DIRECTOR_ENV
+from tests.support.runner import BIN_CPI, DIRECTOR_ENV, start_helper
 
 MIB = 1024 * 1024
 
@@ -275,6 +275,8 @@ def test_create_vm_killed_midway_can_be_cleaned_up(tmp_path):
     local.config_path.write_text(json.dumps(config))
     try:
         stemcell = local.cpi("create_stemcell", *local.stemcell_args())
+        if DIRECTOR_ENV.get("CPI_HELPER_IDLE_TIMEOUT") != "0":
+            start_helper(local.config_path)  # the call below is then a worker's: kill it through its client
         request = local.cpi.request("create_vm", "a", stemcell, {}, local.manual_network(5), [], {})
         proc = subprocess.Popen([str(BIN_CPI), str(local.config_path)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=DIRECTOR_ENV, cwd="/")
@@ -293,8 +295,12 @@ def test_create_vm_killed_midway_can_be_cleaned_up(tmp_path):
         proc.stderr.close()
         assert records, "create_vm never wrote its VM record"
         vm_cid = records[0].parent.name
+        killed = time.monotonic()
         assert local.cpi("has_vm", vm_cid) is True
         assert local.cpi("delete_vm", vm_cid) is None
+        # the call died with its process, warm or cold: nothing waited for the 30 s boot
+        # timeout of a create_vm going on in the background with the VM's lock
+        assert time.monotonic() - killed < 10
         assert not (local.state_dir / "vms" / vm_cid).exists()
         assert list((local.state_dir / "ips").iterdir()) == []
         sleepers = subprocess.run(["pgrep", "-f", f"{agent} -b"], capture_output=True, text=True).stdout.split()
