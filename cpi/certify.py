@@ -7,6 +7,8 @@ This module holds the scenario and the run; cpi/cli/certify.py parses and prints
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import signal
 import time
@@ -60,6 +62,80 @@ class Report:
                 "cleanup": self.cleanup, "leftovers": self.leftovers}
 
 
+#: What ends a run early, as Ctrl-C does: SIGTERM (a CI job cancelled) and SIGHUP (the
+#: terminal closed). The cleanup runs all the same, with them ignored until it is done.
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Journal:
+    """A run's record on disk, written before it makes anything and after each thing it
+    makes, removed once its cleanup leaves nothing: a run killed outright (SIGKILL, a
+    reboot) leaves it, and the next `cpi certify` of the same config cleans up after it."""
+
+    SETTING = "the certify journal (~/.cache/bosh-cpi/certify)"
+
+    def __init__(self, director: str, cloud: str, config: str | None, directory: Any = None):
+        from cpi import private
+
+        self.directory = private.private_dir(directory or private.cache_dir("certify", self.SETTING), self.SETTING)
+        self.path = self.directory / f"{director}.json"
+        self.record: dict[str, Any] = {"director_uuid": director, "cloud": cloud, "config": config,
+                                       "pid": os.getpid(), "started": time.time(), "made": {}}
+
+    def write(self, made: dict[str, str] | None = None) -> None:
+        from cpi import private
+
+        if made is not None:
+            self.record["made"] = dict(made)
+        private.replace_file(self.path, json.dumps(self.record).encode())
+
+    def remove(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    @classmethod
+    def left(cls, cloud: str, config: str | None, directory: Any = None) -> list[dict[str, Any]]:
+        """The records of earlier runs of this cloud and config that did not finish their
+        cleanup, and whose process is gone."""
+        from cpi import private
+
+        where = private.private_dir(directory or private.cache_dir("certify", cls.SETTING), cls.SETTING)
+        found = []
+        for path in sorted(where.glob("*.json")):
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(record, dict) or record.get("cloud") != cloud or record.get("config") != config:
+                continue
+            if _alive(record.get("pid")):
+                continue  # a run going on now
+            found.append(record)
+        return found
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid != os.getpid()
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, taken as Ctrl-C is."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
 class Failed(Exception):
     """A step's answer was not what the director expects."""
 
@@ -75,8 +151,9 @@ class Certify:
     with kind and cid)."""
 
     def __init__(self, client, finder: Callable[[str], list], cloud: str, stemcell: tuple[str, dict],
-                 vm_type: dict, disk_type: dict, networks: dict):
+                 vm_type: dict, disk_type: dict, networks: dict, journal: Journal | None = None):
         self.client = client
+        self.journal = journal
         self.finder = finder
         self.stemcell_args = stemcell
         self.vm_type = vm_type
@@ -139,6 +216,8 @@ class Certify:
         if not isinstance(cid, str) or not cid:
             raise Failed(f"unexpected result {result!r}")
         self.created[kind] = self.cid[kind] = cid
+        if self.journal is not None:
+            self.journal.write(self.cid)
         return cid
 
     def delete(self, kind: str) -> None:
@@ -149,9 +228,16 @@ class Certify:
 
     def run(self, progress: Callable[[Step], None] | None = None) -> Report:
         """Every step in order until one fails (the rest are skipped), then the cleanup,
-        whatever happened — a failing step, an exception, Ctrl-C."""
+        whatever happened — a failing step, an exception, Ctrl-C, SIGTERM, SIGHUP."""
         steps = self.scenario()
         self.report.steps = [Step(name, name.split(" ")[0]) for name, _ in steps]
+        if self.journal is not None:
+            self.journal.write()
+
+        def interrupt(signum, frame):
+            raise Interrupted(signal.Signals(signum).name)
+
+        previous = {signum: signal.signal(signum, interrupt) for signum in INTERRUPTS[1:]}
         try:
             for step, (_, action) in zip(self.report.steps, steps):
                 before = set(self.created.items())
@@ -162,8 +248,8 @@ class Certify:
                     step.status = "passed"
                 except Failed as exc:
                     step.status, step.error = "failed", str(exc)
-                except KeyboardInterrupt:
-                    step.status, step.error = "failed", "interrupted (Ctrl-C)"
+                except KeyboardInterrupt as exc:
+                    step.status, step.error = "failed", f"interrupted ({getattr(exc, 'why', 'Ctrl-C')})"
                     self.report.interrupted = True
                 except Exception as exc:  # a crashed bin/cpi, an unreadable answer: still clean up
                     step.status, step.error = "failed", f"{type(exc).__name__}: {exc}"
@@ -180,13 +266,16 @@ class Certify:
             self.report.interrupted = True
         finally:
             self.cleanup()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
         return self.report
 
     def cleanup(self) -> None:
-        """Delete what still exists (a second Ctrl-C is ignored meanwhile: bin/cpi children
-        inherit that and finish their deletes), then look for anything tagged with this run's
-        director_uuid — what a call that failed half-way made — delete that too, and look again."""
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        """Delete what still exists (a second Ctrl-C, SIGTERM or SIGHUP is ignored meanwhile:
+        bin/cpi children inherit that and finish their deletes), then look for anything
+        tagged with this run's director_uuid — what a call that failed half-way made —
+        delete that too, and look again. A clean end removes the run's journal."""
+        previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in INTERRUPTS}
         try:
             for kind in DELETERS:
                 if kind in self.created:
@@ -196,8 +285,11 @@ class Certify:
                 if resource["kind"] in DELETERS:
                     self._delete_for_cleanup(resource["kind"], resource["cid"])
             self.report.leftovers = self._find() if found else found
+            if self.journal is not None and self.report.clean:
+                self.journal.remove()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
     def _delete_for_cleanup(self, kind: str, cid: str) -> None:
         entry: dict[str, Any] = {"kind": kind, "cid": cid, "status": "deleted", "error": None}

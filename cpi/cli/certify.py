@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 from cpi import errors
-from cpi.certify import Certify, Report, Step
+from cpi.certify import Certify, Journal, Report, Step
 
 from .client import Client
 from .cloud import Opened, fail, print_json
@@ -73,9 +73,6 @@ def certify_command(args: argparse.Namespace) -> int:
         opened = Opened(args.config)  # fails early on a bad config, names the cloud
     except errors.BoshError as exc:
         return fail("certify", exc)
-    director_uuid = f"cpi-certify-{uuid.uuid4()}"
-    client = Client(config, echo=False, director_uuid=director_uuid)
-
     def finder(uuid_: str, stemcell_cid: str | None) -> list:
         look = Opened(args.config)
         found = find(look, uuid_, set())
@@ -83,13 +80,44 @@ def certify_command(args: argparse.Namespace) -> int:
                   if r.cid == stemcell_cid or r.tags.get("director_uuid") == uuid_]
         return found
 
-    run = Certify(client, finder, opened.plugin, (image, stemcell_properties), vm_type, disk_type, networks)
+    key = str(config) if config else None
+    try:
+        _clean_up_after_killed_runs(opened.plugin, key, config, finder)
+        director_uuid = f"cpi-certify-{uuid.uuid4()}"
+        journal = Journal(director_uuid, opened.plugin, key)
+        journal.write()
+    except errors.BoshError as exc:
+        return fail("certify", exc)
+    print(f"cpi certify: this run's director_uuid is {director_uuid}: everything it makes is tagged with it, and "
+          f"{journal.path} records it; if the run is killed, the next cpi certify of this config cleans up after it "
+          f"(or: cpi orphans --director-uuid {director_uuid})", file=sys.stderr, flush=True)
+    client = Client(config, echo=False, director_uuid=director_uuid)
+    run = Certify(client, finder, opened.plugin, (image, stemcell_properties), vm_type, disk_type, networks, journal)
     report = _run_with_progress(run)
     if args.json:
         print_json(opened.clean(report.wire()))
     else:
         _print(opened, report)
     return 0 if report.ok else 1
+
+
+def _clean_up_after_killed_runs(cloud: str, key: str | None, config: Path | None, finder) -> None:
+    """What earlier runs of this config left when they were killed outright: deleted, as
+    their own cleanup would have, before this run makes anything."""
+    for record in Journal.left(cloud, key):
+        director = str(record.get("director_uuid"))
+        made = record.get("made") if isinstance(record.get("made"), dict) else {}
+        earlier = Certify(Client(config, echo=False, director_uuid=director), finder, cloud, ("", {}), {}, {}, {},
+                          Journal(director, cloud, key))
+        earlier.created = {k: v for k, v in made.items() if isinstance(v, str)}
+        earlier.cid = dict(earlier.created)
+        earlier.cleanup()
+        for entry in earlier.report.cleanup:
+            print(f"cpi certify: cleaned up after the killed run {director}: {entry['kind']} {entry['cid']} "
+                  f"{entry['status']}" + (f" ({entry['error']})" if entry["error"] else ""), file=sys.stderr)
+        if not earlier.report.clean:
+            print(f"cpi certify: the killed run {director} still left: "
+                  + ", ".join(f"{r['kind']} {r['cid']}" for r in earlier.report.leftovers), file=sys.stderr)
 
 
 def _run_with_progress(run: Certify) -> Report:

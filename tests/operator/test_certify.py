@@ -5,9 +5,14 @@ leaves nothing; what cleanup cannot delete is reported as left behind."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from cpi.certify import requests_in
 from tests.support.runner import ROOT
@@ -133,3 +138,74 @@ def test_ctrl_c_still_cleans_up_everything(tmp_path):
     assert [s["error"] for s in report["steps"] if s["status"] == "failed"] == ["interrupted (Ctrl-C)"]
     assert {c["kind"] for c in report["cleanup"]} >= {"vm", "stemcell"}
     assert left_in(state) == {}
+
+
+def _certify_in_flight(tmp_path: Path, stderr) -> tuple[subprocess.Popen, Path, Path]:
+    """`cpi certify` on the local cloud, held up in create_disk (a 4 s delay fault)."""
+    import time
+
+    state = tmp_path / "state"
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {
+        "state_dir": str(state), "faults": [{"method": "create_disk", "delay": 4}]}}}}))
+    image = tmp_path / "image"
+    image.write_bytes(b"root image\n" * 1000)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cpi.cli", "certify", "--config", str(config), "--stemcell", str(image),
+         "--stemcell-properties", json.dumps({"name": "certify-stemcell", "version": "1"}), "--json"],
+        stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT,
+    )
+    deadline = time.monotonic() + 60
+    while not (state / "vms").is_dir() or not any((state / "vms").iterdir()):
+        assert time.monotonic() < deadline and proc.poll() is None, "no VM was created"
+        time.sleep(0.05)
+    time.sleep(1.5)  # in create_disk's delay by now
+    return proc, state, config
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_clean_up_like_ctrl_c(tmp_path, signum):
+    """A cancelled CI job (SIGTERM) or a closed terminal (SIGHUP) used to end the run on the
+    spot, leaving its VM and stemcell."""
+    proc, state, _ = _certify_in_flight(tmp_path, subprocess.PIPE)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out + err
+    report = json.loads(out)
+    assert report["interrupted"] is True and report["clean"] is True
+    assert [s["error"] for s in report["steps"] if s["status"] == "failed"] == [f"interrupted ({signum.name})"]
+    assert left_in(state) == {}
+
+
+def test_a_run_killed_outright_is_cleaned_up_by_the_next_one(tmp_path):
+    """SIGKILL cannot be caught: the run says its director_uuid before it makes anything and
+    keeps a journal of what it made; the next `cpi certify` of that config deletes it."""
+    import time
+
+    with open(tmp_path / "first.err", "w") as stderr:
+        proc, state, config = _certify_in_flight(tmp_path, stderr)
+        proc.kill()
+        proc.communicate(timeout=30)
+    said = (tmp_path / "first.err").read_text()
+    director = re.search(r"this run's director_uuid is (cpi-certify-[0-9a-f-]+)", said).group(1)
+    time.sleep(3)  # the killed run's create_disk call ends (its delay, then the fault's error)
+    left = left_in(state)
+    assert left.get("vms") and left.get("stemcells"), left
+    journal = Path(os.environ["HOME"]) / ".cache/bosh-cpi/certify" / f"{director}.json"
+    assert json.loads(journal.read_text())["made"]["vm"] == left["vms"][0]
+    # `cpi orphans` with that director_uuid finds the VM too
+    orphans = subprocess.run([sys.executable, "-m", "cpi.cli", "orphans", "--director-uuid", director, "--known", "-",
+                              "--config", str(config), "--json"], input="vm-none\n", capture_output=True, text=True,
+                             cwd=ROOT, timeout=60)
+    assert left["vms"][0] in {r["cid"] for r in json.loads(orphans.stdout)}
+    config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {"state_dir": str(state)}}}}))
+    image = tmp_path / "image"
+    again = subprocess.run(
+        [sys.executable, "-m", "cpi.cli", "certify", "--config", str(config), "--stemcell", str(image),
+         "--stemcell-properties", json.dumps({"name": "certify-stemcell", "version": "1"}), "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"cleaned up after the killed run {director}: vm {left['vms'][0]} deleted" in again.stderr
+    assert left_in(state) == {} and not journal.exists()
+    second = re.search(r"this run's director_uuid is (cpi-certify-[0-9a-f-]+)", again.stderr).group(1)
+    assert not (journal.parent / f"{second}.json").exists()  # a clean run's journal is gone too
