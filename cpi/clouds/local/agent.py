@@ -1,7 +1,8 @@
 """The local cloud's built-in VM process: a stand-in for bosh-agent.
 
 Started exactly as a real bosh-agent would be (`-b BASE -P dummy -M dummy -C agent.json`),
-it reads the settings the CPI wrote, records each boot in BASE/boots.jsonl, listens on the
+it reads the settings the CPI wrote, records each boot in BASE/boots.jsonl (with what it
+sees in BASE/store, where a job keeps its persistent data), listens on the
 mbus port when the mbus is HTTPS (so one VM per port holds, as with the real agent), and
 runs until SIGTERM. Standard library only: it runs as a script, outside the CPI's venv path.
 """
@@ -52,11 +53,13 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    store = os.path.join(args.base, "store")  # where a job keeps its data (/var/vcap/store)
     boot = {
         "pid": os.getpid(),
         "agent_id": settings["agent_id"],
         "booted_at": time.time(),
         "persistent": settings.get("disks", {}).get("persistent", {}),
+        "store": sorted(os.listdir(store)) if os.path.isdir(store) else None,  # what the VM sees there
     }
     with open(os.path.join(args.base, "boots.jsonl"), "a") as handle:
         handle.write(json.dumps(boot) + "\n")

@@ -33,7 +33,7 @@ from cpi.private import open_nofollow
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import faults, orphans, process
+from . import faults, mounts, orphans, process
 from .props import DiskCloudProperties, LocalProperties, VMCloudProperties
 from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord, canonical_ip
 
@@ -390,6 +390,7 @@ class LocalCloud(Cloud):
             directory = self.store.make_dir(DiskRecord, disk_cid)
             if self._effect(f"allocate a {size} MiB disk file"):
                 _allocate(_create(directory / "disk.img"), size * MIB, preallocate=props.type == "preallocated")
+                mounts.make_disk_store(directory)
             self.store.save(DiskRecord(disk_cid=disk_cid, size=size, cloud_properties=cloud_properties,
                                        director_uuid=self.context.director_uuid))
         self._audit("create", "disk", disk_cid, new={"size": size, "type": props.type, "vm_cid": vm_cid})
@@ -463,6 +464,7 @@ class LocalCloud(Cloud):
                 vm.disks[disk_cid] = hint
                 self.store.save(vm)
             self._sync_settings(vm)
+            self._sync_mounts(vm)
             if changed:
                 self._audit("attach", "disk", disk_cid, old=old, new={"vm_cid": vm_cid, "device": hint})
             return hint
@@ -473,6 +475,16 @@ class LocalCloud(Cloud):
             if letter not in used:
                 return letter
         raise CloudError(f"VM '{vm.vm_cid}' has no free device letter for another disk")
+
+    def _sync_mounts(self, vm: VMRecord) -> None:
+        """Point the VM's store at the files of the disks attached to it (mounts.py)."""
+        disks = [self.store.dir(DiskRecord, disk_cid) for disk_cid in vm.disks
+                 if self.store.load(DiskRecord, disk_cid) is not None]
+        if self._effect(f"point the store of VM {vm.vm_cid} at its disks"):
+            try:
+                mounts.point(self.store.dir(VMRecord, vm.vm_cid), disks)
+            except OSError as exc:
+                raise CloudError(f"VM '{vm.vm_cid}': cannot point its store at its disks: {exc}") from None
 
     def _sync_settings(self, vm: VMRecord) -> None:
         """Record the attachments in the settings for the next boot (a running agent never
@@ -498,6 +510,7 @@ class LocalCloud(Cloud):
             if hint is not None:
                 self.store.save(vm)
             self._sync_settings(vm)
+            self._sync_mounts(vm)
             if disk is not None and disk.vm_cid == vm_cid:
                 disk.vm_cid = None
                 self.store.save(disk)
@@ -523,6 +536,7 @@ class LocalCloud(Cloud):
             directory = self.store.make_dir(SnapshotRecord, snapshot_cid)
             if self._effect(f"copy the data of disk {disk_cid}"):
                 _sparse_copy(self.store.dir(DiskRecord, disk_cid) / "disk.img", directory / "disk.img")
+                mounts.copy_disk_store(self.store.dir(DiskRecord, disk_cid), directory)
             self.store.save(SnapshotRecord(snapshot_cid=snapshot_cid, disk_cid=disk_cid, size=disk.size, metadata=metadata,
                                            director_uuid=self.context.director_uuid))
         self._audit("create", "snapshot", snapshot_cid, new={"disk_cid": disk_cid})

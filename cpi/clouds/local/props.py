@@ -84,7 +84,14 @@ class VMCloudProperties(StrictModel):
 
 
 class DiskCloudProperties(StrictModel):
-    """disk_type cloud_properties for the local cloud."""
+    """disk_type cloud_properties for the local cloud. A disk is a directory of the state
+    dir (disks/<disk_cid>/) holding disk.img, a file of the disk's size (what type and
+    resize_disk act on), and store/, the files the disk holds. A VM sees the first disk
+    attached to it at BASE/store (where a job's /var/vcap/store is under bosh-agent's dummy
+    platform, and where that agent records its mount) and a second one, during a migration,
+    at BASE/store_migration_target: what the VM writes there lands on the disk and outlives
+    the VM; snapshot_disk copies it, delete_disk removes it. The size is not enforced on the
+    files of store/ (a directory has no size of its own)."""
 
     type: Literal["sparse", "preallocated"] = Field(
         "sparse", description="sparse: a file with holes; preallocated: blocks reserved up front."
