@@ -417,7 +417,7 @@ def test_rendered_files_modes_follow_create_env(ruby, tmp_path):
 
 
 THROTTLE_SAMPLES = {"enabled": False, "state_dir": "/var/vcap/data/cpi/throttle", "max_rate": 8.0, "min_rate": 0.5,
-                    "burst": 4.0, "decrease": 0.5, "increase": 0.1, "forget_after": 60.0,
+                    "burst": 4.0, "decrease": 0.5, "increase": 0.1, "forget_after": 60.0, "max_retry_after": 30.0,
                     "redis_url": "rediss://redis.internal:6380/2", "redis_username": "cpi",
                     "redis_password": "redis-secret", "redis_ca_cert": "/var/vcap/jobs/cpi/config/redis-ca.pem",
                     "redis_key_prefix": "prod-account:", "redis_timeout": 0.5}
