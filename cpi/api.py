@@ -22,6 +22,8 @@ from cpi.validation import describe
 log = logging.getLogger(__name__)
 
 Cid = Annotated[StrictStr, StringConstraints(min_length=1)]
+
+
 def _no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("holds a NUL byte, which no path can hold")

@@ -75,12 +75,17 @@ class Journal:
     SETTING = "the certify journal (~/.cache/bosh-cpi/certify)"
 
     def __init__(self, director: str, cloud: str, config: str | None, directory: Any = None):
-        from cpi import private
-
-        self.directory = private.private_dir(directory or private.cache_dir("certify", self.SETTING), self.SETTING)
+        self.directory = self.where(directory)
         self.path = self.directory / f"{director}.json"
         self.record: dict[str, Any] = {"director_uuid": director, "cloud": cloud, "config": config,
                                        "pid": os.getpid(), "started": time.time(), "made": {}}
+
+    @classmethod
+    def where(cls, directory: Any = None) -> Any:
+        """The journals' directory (private, made 0700): ~/.cache/bosh-cpi/certify by default."""
+        from cpi import private
+
+        return private.private_dir(directory or private.cache_dir("certify", cls.SETTING), cls.SETTING)
 
     def write(self, made: dict[str, str] | None = None) -> None:
         from cpi import private
@@ -99,11 +104,8 @@ class Journal:
     def left(cls, cloud: str, config: str | None, directory: Any = None) -> list[dict[str, Any]]:
         """The records of earlier runs of this cloud and config that did not finish their
         cleanup, and whose process is gone."""
-        from cpi import private
-
-        where = private.private_dir(directory or private.cache_dir("certify", cls.SETTING), cls.SETTING)
         found = []
-        for path in sorted(where.glob("*.json")):
+        for path in sorted(cls.where(directory).glob("*.json")):
             try:
                 record = json.loads(path.read_text())
             except (OSError, ValueError):

@@ -140,17 +140,18 @@ def _no_nul(value: Any, where: str) -> None:
     """A NUL byte in any string of the config (or of a context override): no path, command,
     URL or credential can hold one, and the OS would refuse it deep inside a call as an
     'unexpected ValueError'; refused here, naming the setting."""
+    invalid = f"invalid {'context' if where == 'context' else 'config'}"
     stack = [(value, where)]
     while stack:
         item, path = stack.pop()
         if isinstance(item, str):
             if "\x00" in item:
-                raise CpiError(f"invalid {'context' if path.startswith('context') else 'config'}: {path} holds a "
-                               f"NUL byte, which no path, command, URL or credential can hold")
+                raise CpiError(f"{invalid}: {path} holds a NUL byte, which no path, command, URL or credential "
+                               f"can hold")
         elif isinstance(item, dict):
             stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in item.items())
             if any("\x00" in str(k) for k in item):
-                raise CpiError(f"invalid config: a key under {path or 'the top level'} holds a NUL byte")
+                raise CpiError(f"{invalid}: a key under {path or 'the top level'} holds a NUL byte")
         elif isinstance(item, list):
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
 

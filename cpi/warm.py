@@ -377,7 +377,11 @@ def _leave_the_starter() -> None:
     """Keep nothing of the call that started this helper: its descriptors above 2 (a
     caller's pipe on fd 3 would never see end-of-file, an flock held around bin/cpi would
     stay held) and its working directory."""
-    os.closerange(3, 1 << 16)
+    try:
+        limit = os.sysconf("SC_OPEN_MAX")
+    except (OSError, ValueError):
+        limit = 1 << 16
+    os.closerange(3, limit if limit > 0 else 1 << 16)  # close_range(2) where the kernel has it
     os.chdir("/")
 
 
@@ -421,7 +425,7 @@ def serve(idle: float, warm_up, run) -> None:
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-    connections: dict[int, tuple[object, int]] = {}  # worker pid -> its client's connection and pid
+    connections: dict[int, tuple] = {}  # worker pid -> its client's connection, its pid, stopped by us
     last = time.monotonic()
     try:
         while True:
@@ -455,10 +459,10 @@ def serve(idle: float, warm_up, run) -> None:
                     os.close(wake_read)
                     os.close(wake_write)
                     os.close(lock)
-                    for other, _ in connections.values():
+                    for other, *_ in connections.values():
                         other.close()  # other calls' clients must see their connection end without us
                     _work(connection, run)  # never returns
-                connections[pid] = (connection, client)
+                connections[pid] = (connection, client, False)
             elif time.monotonic() - last >= idle:
                 return
             if not _install_present():
@@ -475,7 +479,7 @@ def serve(idle: float, warm_up, run) -> None:
             os.unlink(path + ".lock")  # held until exit: a starter that opened it before cannot start a twin
         except (OSError, UnboundLocalError):
             pass
-        for connection, _ in connections.values():
+        for connection, *_ in connections.values():
             connection.close()
 
 
@@ -494,25 +498,28 @@ def _reap(connections: dict) -> None:
             return
         if pid not in connections:
             continue
-        connection, client = connections[pid]
+        connection, client, stopped = connections[pid]
         if os.WIFSTOPPED(status):
             message, mirror = f"T{os.WSTOPSIG(status)}\n", signal.SIGSTOP
         elif os.WIFCONTINUED(status):
             message, mirror = "C\n", signal.SIGCONT
-        elif os.WIFSIGNALED(status):
-            message, mirror = f"K{os.WTERMSIG(status)}\n", signal.SIGCONT
-        else:
-            message, mirror = f"X{os.waitstatus_to_exitcode(status)}\n", signal.SIGCONT
+        else:  # ended: a client the helper stopped is continued to read how
+            message = f"K{os.WTERMSIG(status)}\n" if os.WIFSIGNALED(status) else \
+                f"X{os.waitstatus_to_exitcode(status)}\n"
+            mirror = signal.SIGCONT if stopped else None
         try:
             connection.sendall(message.encode())
         except OSError:
             pass
-        try:
-            os.kill(client, mirror)  # stopped with its worker, continued with it, or to read the end
-        except OSError:
-            pass
+        if mirror is not None:
+            try:
+                os.kill(client, mirror)
+            except OSError:
+                pass
         if message[0] in "XK":
             connections.pop(pid)[0].close()
+        else:
+            connections[pid] = (connection, client, mirror == signal.SIGSTOP)
 
 
 def _work(connection, run) -> None:

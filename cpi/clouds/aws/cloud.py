@@ -129,6 +129,7 @@ class AwsCloud(Cloud):
             return inventory.light_stemcell(self.aws, cid)
         return super().show(kind, cid)
 
+    @_boundary
     def available(self, offer: str):
         from . import inventory
 

@@ -136,6 +136,7 @@ class OpenStackCloud(Cloud):
             return inventory.light_stemcell(self.api, cid)
         return super().show(kind, cid)
 
+    @_boundary
     def available(self, offer: str):
         from . import inventory
 
