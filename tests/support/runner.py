@@ -107,8 +107,9 @@ class Response:
 
 
 def run_raw(stdin: bytes, config_path: Path | str | None = None, env: dict | None = None,
-            cwd: Path | str = "/", timeout: float = 120, args: list[str] | None = None) -> Response:
-    argv = [str(BIN_CPI)] + ([str(config_path)] if config_path else []) + list(args or [])
+            cwd: Path | str = "/", timeout: float = 120, args: list[str] | None = None,
+            bin_cpi: Path = BIN_CPI) -> Response:
+    argv = [str(bin_cpi)] + ([str(config_path)] if config_path else []) + list(args or [])
     proc = subprocess.run(
         argv, input=stdin, capture_output=True, env=dict(DIRECTOR_ENV if env is None else env),
         cwd=cwd, timeout=timeout,
@@ -136,10 +137,12 @@ def check_envelope(doc: Any) -> None:
 class Cpi:
     """A CPI client bound to one config file."""
 
-    def __init__(self, config_path: Path | None, director_uuid: str = "director-uuid-1", env: dict | None = None):
+    def __init__(self, config_path: Path | None, director_uuid: str = "director-uuid-1", env: dict | None = None,
+                 bin_cpi: Path = BIN_CPI):
         self.config_path = config_path
         self.director_uuid = director_uuid
         self.env = env
+        self.bin_cpi = bin_cpi
 
     def request(self, method: str, *arguments: Any, api_version: int | None = 2,
                 context: dict | None = None, stemcell_api_version: int | None = 2) -> dict:
@@ -155,7 +158,7 @@ class Cpi:
     def call(self, method: str, *arguments: Any, **kw: Any) -> Response:
         timeout = kw.pop("timeout", 300)
         response = run_raw(json.dumps(self.request(method, *arguments, **kw)).encode(), self.config_path,
-                           env=self.env, timeout=timeout)
+                           env=self.env, timeout=timeout, bin_cpi=self.bin_cpi)
         assert response.returncode == 0, response.stderr
         return response
 
