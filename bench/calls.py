@@ -73,8 +73,11 @@ class Checkout:
         self.env = dict(DIRECTOR_ENV, **(env or {}))
 
     def helper(self, action: str) -> str:
-        """`running` or `stop` on this checkout's warm helper (cpi.warm), as its bin/cpi sees it."""
-        code = f"import sys; sys.path.insert(0, sys.argv[1]); from cpi import warm; print(warm.{action}())"
+        """`running` or `stop` on this checkout's warm helper, as its bin/cpi sees it (the
+        client is cpi.warm.client since issue #21, the module cpi.warm before)."""
+        code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+                "try:\n    from cpi.warm import client\nexcept ImportError:\n    from cpi import warm as client\n"
+                f"print(client.{action}())")
         return subprocess.run([str(self.root / ".venv" / "bin" / "python"), "-I", "-S", "-c", code, str(self.root)],
                               capture_output=True, text=True, env=self.env, cwd="/").stdout.strip()
 

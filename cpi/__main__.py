@@ -1,5 +1,5 @@
 """`python -m cpi [CONFIG_PATH]`: serve one CPI request from stdin."""
 
-from cpi.rpc import run
+from cpi.entry import run
 
 run()

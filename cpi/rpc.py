@@ -125,7 +125,9 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
         if answer is not None:
             return answer
     call_log.attach()
-    enable_site_packages()
+    from cpi import site_packages
+
+    site_packages.enable()
     from cpi import api, backoff, config
     from cpi.models import CallContext
 
@@ -143,48 +145,6 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
         cloud_class=cfg.cloud_class,
     )
     return api.dispatch(call, request.arguments)
-
-
-def enable_site_packages() -> None:
-    """For an interpreter started with -S (bin/cpi): run `site` now, as a plain start would
-    have (the venv's site-packages and their .pth files; sys.prefix the venv's). Skipping it
-    at start-up is what lets `info` finish before `site` alone would have (~10 ms: .pth files,
-    the checkout's editable finder, the pathlib it imports); a call that needs the
-    dependencies pays for it here, ~1-2 ms once pathlib is loaded, which it needs anyway."""
-    global _site_done
-    if sys.flags.no_site and not _site_done:
-        import site
-
-        site.main()
-        _site_done = True
-
-
-_site_done = False
-
-
-def warm_up(preload: list[str] = ()) -> None:
-    """What `handle` imports and builds for a call, done once, ahead of calls (the warm
-    helper): the dependencies, every model and method's argument model, the built-in
-    clouds and their SDKs, a plugin cloud's too when the call that started the helper
-    used it (`preload`), and redis-py for a shared backoff. All of it costs the helper
-    ~0.7 s of CPU once and ~70 MB, shared by its forked workers."""
-    enable_site_packages()
-    import logging  # noqa: F401 - imported to be in the helper's memory
-
-    from cpi import api, backoff, config, logbridge, models  # noqa: F401
-    from cpi.clouds import BUILTIN, builtin_stemcell_formats, load_cloud
-
-    in_build = [name for name in BUILTIN if builtin_stemcell_formats(name) is not None]
-    for name in dict.fromkeys([*in_build, *preload]):
-        try:
-            load_cloud(name).preload()
-        except Exception as exc:  # noqa: BLE001 - the calls import what failed themselves, and say why
-            logging.getLogger("cpi.warm").warning("preloading the %s cloud failed: %s", name, exc)
-    import redis  # noqa: F401 - a call with throttle.redis_url imports it (~0.1 s)
-    for name, handler in api.METHODS.items():
-        api._argument_model(name, handler)
-    config.build({})  # the config models' validators, on the local cloud's defaults: nothing is made
-    models.CallContext.model_validate({})
 
 
 LOG_LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}
@@ -284,7 +244,7 @@ def _write(fd: int, result: Any, error: errors.BoshError | None, call_log: CallL
         view = view[written:]
 
 
-def _standard_fds() -> None:
+def standard_fds() -> None:
     """Make sure fds 0, 1 and 2 exist: a caller that closed one would otherwise have the
     next file the CPI opens take its number (and, for 1, receive the response)."""
     for fd in (0, 1, 2):
@@ -299,76 +259,13 @@ def _standard_fds() -> None:
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of `bin/cpi` and `python -m cpi [CONFIG_PATH]`: the call, through the warm
-    helper (cpi.warm; on unless CPI_HELPER_IDLE_TIMEOUT=0) when it takes the call, else made
-    here (`serve`), after which a helper is started for the next calls. `info` is always
-    made here: that is quicker than handing it over, and it starts no helper (the director
-    asks it before every operation; the operation's own call starts one)."""
-    from cpi import warm
-
-    argv = sys.argv[1:] if argv is None else argv
-    idle = warm.idle_timeout()
-    if not idle:
-        return serve(argv)
-    _standard_fds()
-    stdin = read_all(0)
-    if _is_info(stdin[0]):
-        return serve(argv, stdin)
-    code = warm.call(argv, stdin)
-    if code is not None:
-        return code
-    code = serve(argv, stdin)
-    from cpi.clouds import LOADED
-
-    warm.start(idle, LOADED)  # after the response is written: the caller has its answer
-    return code
-
-
-def _is_info(raw: bytes) -> bool:
-    if len(raw) > 65536 or b'"info"' not in raw:
-        return False
-    try:
-        request = strict_json.loads(raw, "the request")
-    except errors.CpiError:
-        return False
-    return isinstance(request, dict) and request.get("method") == "info"
-
-
-def run() -> None:
-    """The process's entry (bin/cpi, `python -m cpi`): `main`, then an exit that skips the
-    interpreter's teardown (~20 ms once pydantic is loaded, nothing of it needed): the exit
-    handlers run and stdio is flushed first, and a process with other threads still alive
-    exits the ordinary way, which waits for them."""
-    code = main()
-    import atexit
-
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-    threading = sys.modules.get("threading")
-    if threading is not None and threading.active_count() > 1:
-        sys.exit(code)
-    os._exit(code)
-
-
-def helper(idle: float, preload: list[str]) -> None:
-    """The warm helper's process (cpi.warm.start spawns it)."""
-    from cpi import warm
-
-    warm.serve(idle, warm_up=lambda: warm_up(preload), run=serve)
-
-
 def serve(argv: list[str], stdin: tuple[bytes, str | None] | None = None) -> int:
     """One call made in this process (a cold bin/cpi, or a warm helper's worker); `stdin`
     as read_all read it, if it was read already.
 
     File descriptor 1 is kept for the response only: fd 1 is pointed at stderr for the
     duration of the call, so nothing a library prints can corrupt the JSON document."""
-    _standard_fds()
+    standard_fds()
     response_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

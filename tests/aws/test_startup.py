@@ -22,7 +22,7 @@ def run_importtime(config_path: Path, request: dict) -> tuple[dict, set[str]]:
     """bin/cpi's own command line, under -X importtime: the response and the modules loaded."""
     proc = subprocess.run(
         [str(ROOT / ".venv/bin/python"), "-X", "importtime", "-I", "-c",
-         "import sys; sys.path.insert(0, sys.argv.pop(1)); from cpi.rpc import main; sys.exit(main())",
+         "import sys; sys.path.insert(0, sys.argv.pop(1)); from cpi.entry import main; sys.exit(main())",
          str(ROOT), str(config_path)],
         input=json.dumps(request).encode(), capture_output=True, env=COLD_ENV, cwd="/", check=False,
     )

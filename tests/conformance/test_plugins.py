@@ -53,7 +53,7 @@ def run_with_plugin(tmp_path, request: dict, properties: dict | None = None) -> 
     config.write_text(json.dumps({"cloud": {"plugin": "tiny", "properties": {"tiny": properties or {}}}}))
     proc = subprocess.run(
         [str(ROOT / ".venv/bin/python"), "-I", "-c",
-         "import sys; sys.path[:0] = [sys.argv.pop(1), sys.argv.pop(1)]; from cpi.rpc import main; sys.exit(main())",
+         "import sys; sys.path[:0] = [sys.argv.pop(1), sys.argv.pop(1)]; from cpi.entry import main; sys.exit(main())",
          str(ROOT), str(site), str(config)],
         # cold: each test's plugin path would get a warm helper of its own, used by no other call
         input=json.dumps(request).encode(), capture_output=True, env=COLD_ENV, cwd="/",

@@ -61,8 +61,8 @@ def test_a_call_runs_site_once_it_needs_the_dependencies(tmp_path):
     doc, modules, _ = run_traced(path, {"method": "has_vm", "arguments": ["vm-1"], "context": {}})
     assert doc["error"] is None and doc["result"] is False, doc
     assert {"site", "pydantic"} <= modules
-    code = "import sys; sys.path.insert(0, sys.argv[1]); from cpi.rpc import enable_site_packages; " \
-           "enable_site_packages(); import pydantic; print(sys.prefix); print(pydantic.__file__)"
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from cpi import site_packages; " \
+           "site_packages.enable(); import pydantic; print(sys.prefix); print(pydantic.__file__)"
     argv = bin_cpi_argv(None)
     proc = subprocess.run(argv[:argv.index("-c") + 1] + [code, argv[-1]], capture_output=True, env=COLD_ENV,
                           cwd="/", timeout=60, check=True)

@@ -32,8 +32,8 @@ WARM = WARM_ENV
 
 
 def helper_pid() -> int | None:
-    code = ("import sys, _socket; sys.path.insert(0, sys.argv[1]); from cpi import warm\n"
-            "s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM); s.connect(warm.socket_path())\n"
+    code = ("import sys, _socket; sys.path.insert(0, sys.argv[1]); from cpi.warm import where\n"
+            "s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM); s.connect(where.socket_path())\n"
             "print(int.from_bytes(s.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)[:4], sys.byteorder))")
     out = subprocess.run([str(PYTHON), "-I", "-S", "-c", code, str(ROOT)], capture_output=True, text=True,
                          env=COLD, cwd="/", timeout=30).stdout.strip()
@@ -281,7 +281,7 @@ def test_the_helper_exits_when_idle(tmp_path):
 
 
 def test_the_helper_preloads_every_clouds_sdk_without_connecting_or_starting_anything(tmp_path):
-    """What the helper does before it forks (cpi.rpc.warm_up): the SDKs a warm AWS or
+    """What the helper does before it forks (cpi.warm.boot.warm_up): the SDKs a warm AWS or
     OpenStack call would otherwise import (most of such a call's time, bench/calls.py), and
     a plugin cloud named by the call that started it; but no thread, socket or file is
     left open for the workers to share, and no credential is looked up (HOME points where
@@ -289,8 +289,8 @@ def test_the_helper_preloads_every_clouds_sdk_without_connecting_or_starting_any
     home = tmp_path / "home"
     (home / ".aws").mkdir(parents=True)
     (home / ".aws" / "config").write_text("[default]\ncredential_process = /bin/false\n")
-    code = ("import sys, os, json, threading; sys.path.insert(0, sys.argv[1]); from cpi import rpc\n"
-            "rpc.warm_up(['aws'])\n"
+    code = ("import sys, os, json, threading; sys.path.insert(0, sys.argv[1]); from cpi.warm import boot\n"
+            "boot.warm_up(['aws'])\n"
             "paths = [f'/proc/self/fd/{fd}' for fd in os.listdir('/proc/self/fd') if int(fd) > 2]\n"
             "fds = sorted(os.readlink(p) for p in paths if os.path.lexists(p))  # the listing's own fd is gone\n"
             "print(json.dumps({'threads': threading.active_count(), 'fds': fds,\n"
@@ -455,7 +455,7 @@ def test_a_helper_exits_once_its_install_is_gone(tmp_path):
         for _ in range(100):
             subprocess.run([str(copy / "bin/cpi"), str(local.config_path)], input=b'{"method": "ping", "arguments": []}',
                            capture_output=True, env=start, cwd="/", timeout=60)
-            helpers = [p for p in _pids_with(str(copy)) if "from cpi.rpc import helper" in _cmdline(p)]
+            helpers = [p for p in _pids_with(str(copy)) if "from cpi.warm.boot import helper" in _cmdline(p)]
             if helpers:
                 break
             time.sleep(0.3)

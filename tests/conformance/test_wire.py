@@ -230,7 +230,7 @@ def test_info_imports_no_cloud_sdk(tmp_path, plugin):
     python = ROOT / ".venv" / "bin" / "python"
     proc = subprocess.run(
         [str(python), "-X", "importtime", "-c",
-         "import sys; sys.path.insert(0, sys.argv.pop(1)); from cpi.rpc import main; sys.exit(main())",
+         "import sys; sys.path.insert(0, sys.argv.pop(1)); from cpi.entry import main; sys.exit(main())",
          str(ROOT), str(path)],
         input=b'{"method":"info","arguments":[],"context":{}}', capture_output=True, env=DIRECTOR_ENV, cwd="/",
     )

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from pydantic_core import PydanticUndefined
 
-from cpi import warm
+from cpi.warm import where
 from tests.release.support import JOB_DIR, RenderError, job_spec, render, write
 
 CPI_JSON = JOB_DIR / "templates/cpi.json.erb"
@@ -358,7 +358,7 @@ def test_bin_cpi_in_the_directors_wiped_environment(ruby, tmp_path):
     assert env["HOME"] == pwd.getpwuid(os.getuid()).pw_dir
     assert cwd == "/"
     assert "http_proxy" not in env and "CPI_LOG_LEVEL" not in env
-    assert env["CPI_HELPER_IDLE_TIMEOUT"] == "600" and float(env["CPI_HELPER_IDLE_TIMEOUT"]) == warm.DEFAULT_IDLE
+    assert env["CPI_HELPER_IDLE_TIMEOUT"] == "600" and float(env["CPI_HELPER_IDLE_TIMEOUT"]) == where.DEFAULT_IDLE
     assert (root / "packages/cpi/stdin.txt").read_text().startswith('{"method":"info"')
 
 

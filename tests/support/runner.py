@@ -33,9 +33,9 @@ COLD_ENV = {**DIRECTOR_ENV, "CPI_HELPER_IDLE_TIMEOUT": "0"}
 
 
 def helper_action(action: str) -> str:
-    """cpi.warm.<action>() ("running", "stop") as bin/cpi's interpreter sees it: the same
-    import path, so the same helper."""
-    code = f"import sys; sys.path.insert(0, sys.argv[1]); from cpi import warm; print(warm.{action}())"
+    """cpi.warm.client.<action>() ("running", "stop") as bin/cpi's interpreter sees it: the
+    same import path, so the same helper."""
+    code = f"import sys; sys.path.insert(0, sys.argv[1]); from cpi.warm import client; print(client.{action}())"
     return subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-I", "-S", "-c", code, str(ROOT)],
                           capture_output=True, text=True, env=DIRECTOR_ENV, cwd="/", timeout=30).stdout.strip()
 
@@ -43,9 +43,9 @@ def helper_action(action: str) -> str:
 HELPER_ALIVE = """
 import fcntl, os, sys
 sys.path.insert(0, sys.argv[1])
-from cpi import warm
+from cpi.warm import where
 try:
-    fd = os.open(warm.socket_path() + ".lock", os.O_RDWR | os.O_NOFOLLOW)
+    fd = os.open(where.socket_path() + ".lock", os.O_RDWR | os.O_NOFOLLOW)
 except FileNotFoundError:
     print(False)
 else:

@@ -31,8 +31,8 @@ XDG = {"XDG_CACHE_HOME": ".cache", "XDG_CONFIG_HOME": ".config", "XDG_STATE_HOME
        "XDG_DATA_HOME": ".local/share"}
 #: the local cloud's VM processes carry this variable, naming their VM directory
 VM_MARKER = b"BOSH_CPI_VM="
-#: what a warm helper's command line holds (cpi.warm spawns `python -I -S -c "... helper(...)"`)
-HELPER_MARK = "from cpi.rpc import helper"
+#: what a warm helper's command line holds (cpi.warm.client.start spawns `python -I -S -c "... helper(...)"`)
+HELPER_MARK = "from cpi.warm.boot import helper"
 
 _root: Path | None = None
 #: the environment before install(): what the machine's own services must start with (a

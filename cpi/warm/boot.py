@@ -1,0 +1,42 @@
+"""The helper's process: what it preloads before it listens, then the fork server, whose
+workers run the cold call's own code (cpi.rpc.serve)."""
+
+from __future__ import annotations
+
+
+def warm_up(preload: list[str] = ()) -> None:
+    """What `cpi.rpc.handle` imports and builds for a call, done once, ahead of calls: the
+    dependencies, every model and method's argument model, the built-in clouds and their
+    SDKs, a plugin cloud's too when the call that started the helper used it (`preload`),
+    and redis-py for a shared backoff. All of it costs the helper ~0.7 s of CPU once and
+    ~70 MB, shared by its forked workers."""
+    from cpi import site_packages
+
+    site_packages.enable()
+    import logging
+
+    from cpi import api, config, models
+    from cpi.clouds import BUILTIN, builtin_stemcell_formats, load_cloud
+
+    in_build = [name for name in BUILTIN if builtin_stemcell_formats(name) is not None]
+    for name in dict.fromkeys([*in_build, *preload]):
+        try:
+            load_cloud(name).preload()
+        except Exception as exc:  # noqa: BLE001 - the calls import what failed themselves, and say why
+            logging.getLogger("cpi.warm").warning("preloading the %s cloud failed: %s", name, exc)
+    import redis  # noqa: F401 - a call with throttle.redis_url imports it (~0.1 s)
+
+    from cpi import backoff, logbridge  # noqa: F401 - what every call imports, in the helper's memory
+    for name, handler in api.METHODS.items():
+        api._argument_model(name, handler)
+    config.build({})  # the config models' validators, on the local cloud's defaults: nothing is made
+    models.CallContext.model_validate({})
+
+
+def helper(idle: float, preload: list[str]) -> None:
+    """The helper's process (cpi.warm.client.start spawns it)."""
+    from cpi import rpc
+
+    from . import server
+
+    server.serve(idle, warm_up=lambda: warm_up(preload), run=rpc.serve)
