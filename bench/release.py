@@ -48,6 +48,7 @@ from cpi.release.vendor import (  # noqa: E402
 from tests.release.support import (  # noqa: E402
     compile_package,
     copy_project_release,
+    fake_python_source,
     installed_size,
     read_member,
     unpack,
@@ -100,11 +101,16 @@ def prepare(release_source: Path, python_source: Path, work: Path) -> Path:
     return release
 
 
-def compile_once(tarball: Path, root: Path, timeout: float) -> dict[str, dict]:
-    """Both packages compiled from `tarball` into root/packages, in dependency order."""
+def compile_once(tarball: Path, root: Path, timeout: float, standin: bool = False) -> dict[str, dict]:
+    """Both packages compiled from `tarball` into root/packages, in dependency order; with
+    `standin`, package python3 is a virtualenv of this interpreter instead (as tests/release
+    does), and only package cpi is compiled."""
     packages = root / "packages"
     results = {}
     for name in PACKAGES:
+        if standin and name == "python3":
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(packages / name)], check=True)
+            continue
         compile_dir = unpack(read_member(tarball, f"packages/{name}.tgz"), root / "compile" / name)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
@@ -135,15 +141,21 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="compiles to take the median of (each takes minutes)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds allowed to one packaging script")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (installed packages, logs)")
+    parser.add_argument("--standin-python3", action="store_true",
+                        help="no CPython compile: package python3 is a venv of this interpreter (for an installation "
+                             "to run bench/calls.py --release on; its python3 figures are then not measured)")
     args = parser.parse_args()
 
     source = args.python_source
+    work = Path(tempfile.mkdtemp(prefix="cpi-bench-release-"))
+    if args.standin_python3:
+        minor = "%d.%d" % sys.version_info[:2]
+        source = fake_python_source(work / f"Python-{minor}.99.tgz", f"{minor}.99")
     if source is None:
         found = sorted((ROOT / "blobs/python3").glob("Python-*"))
         if len(found) != 1:
             parser.error("no --python-source and not exactly one blobs/python3/Python-* in the checkout")
         source = found[0]
-    work = Path(tempfile.mkdtemp(prefix="cpi-bench-release-"))
     try:
         print(f"machine: {machine()}")
         print(f"load before: {load()}")
@@ -156,8 +168,15 @@ def main() -> int:
         runs = []
         for run in range(args.runs):
             print(f"compile {run + 1}/{args.runs} ...", flush=True)
-            runs.append(compile_once(first.tarball, work / f"run{run}", args.timeout))
+            runs.append(compile_once(first.tarball, work / f"run{run}", args.timeout, args.standin_python3))
         print(f"load after: {load()}")
+        if args.standin_python3:
+            cpi = runs[-1]["cpi"]
+            print(f"package cpi: {cpi['seconds']:.1f} s wall, {cpi['apparent'] / MB:.1f} MB installed "
+                  f"(python3: a stand-in venv, not measured)")
+            if args.keep:
+                print(f"kept: {work}; the installation: {work / 'run0'}")
+            return 0
         print()
         print(f"{'package':<9} {'wall s (median)':>15} {'min..max':>15} {'CPU s':>7} "
               f"{'installed MB':>12} {'du MB':>7} {'files':>6}")

@@ -283,8 +283,6 @@ def job(installation, ruby, tmp_path_factory):
     }
     write(root / "jobs/cpi/bin/cpi", render(JOB_DIR / "templates/cpi.erb", properties, scratch, ruby), 0o755)
     write(root / "jobs/cpi/config/cpi.json", render(JOB_DIR / "templates/cpi.json.erb", properties, scratch, ruby))
-    if not (REPO / "cpi/__main__.py").exists():
-        pytest.skip("cpi/__main__.py does not exist yet: bin/cpi runs `python -m cpi`")
     return root
 
 
@@ -358,3 +356,45 @@ def test_installed_job_runs_a_local_cloud_lifecycle(job, tmp_path):
     state = job / "state"
     leftovers = {kind.name: sorted(p.name for p in kind.iterdir()) for kind in state.iterdir() if kind.is_dir()}
     assert not any(leftovers.get(kind) for kind in ("stemcells", "vms", "disks")), leftovers
+
+
+def interpreter_argv(argv: list[str], env: dict) -> list[str]:
+    """The command line of the Python process `argv` becomes (bin/cpi and the wrapper exec
+    it: the same pid), read from /proc while it waits for its request, which then never
+    comes (an empty stdin gets its error response)."""
+    import time
+
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd="/")
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                words = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[:-1]
+            except OSError:
+                words = []
+            if b"-c" in words:
+                return [word.decode() for word in words]
+            assert proc.poll() is None and time.monotonic() < deadline, f"{argv} never started Python"
+            time.sleep(0.01)
+    finally:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and json.loads(out)["error"]["message"].startswith("Must provide valid JSON"), err
+
+
+@pytest.mark.slow
+def test_installed_job_starts_the_interpreter_as_bin_cpi_does(job, tmp_path):
+    """What operators run takes the start-up path that the tests and bench/calls.py measure
+    on a checkout's bin/cpi (-I -S, cpi.entry; issue #21): the job's wrapper runs the
+    package's copy of that very file."""
+    from tests.support.runner import BIN_CPI, COLD_ENV
+
+    app = job / "packages/cpi/app"
+    assert (app / "bin/cpi").read_bytes() == BIN_CPI.read_bytes()
+    config = write(tmp_path / "cpi.json", "{}")
+    shipped = interpreter_argv([str(job / "jobs/cpi/bin/cpi")], {"PATH": DIRECTOR_PATH, "HOME": os.environ["HOME"]})
+    checkout = interpreter_argv([str(BIN_CPI), str(config)], COLD_ENV)
+    assert shipped[0] == str(job / "packages/cpi/venv/bin/python")
+    assert shipped[1:5] == checkout[1:5] and shipped[1:3] == ["-I", "-S"], (shipped, checkout)
+    assert shipped[5:] == [str(app), str(job / "jobs/cpi/config/cpi.json")]
+    assert checkout[5:] == [str(REPO), str(config)]

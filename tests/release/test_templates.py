@@ -20,7 +20,7 @@ import pytest
 from pydantic_core import PydanticUndefined
 
 from cpi.warm import where
-from tests.release.support import JOB_DIR, RenderError, job_spec, render, write
+from tests.release.support import JOB_DIR, REPO, RenderError, job_spec, render, write
 
 CPI_JSON = JOB_DIR / "templates/cpi.json.erb"
 CPI_ERB = JOB_DIR / "templates/cpi.erb"
@@ -311,14 +311,15 @@ echo '{"result":"stub","error":null,"log":""}'
 
 
 def install(tmp_path: Path, ruby: str, properties: dict, *, with_package: bool = True) -> Path:
-    """A create-env style installation: <root>/jobs/cpi/{bin/cpi,config/cpi.json} and
-    <root>/packages/cpi/venv/bin/python (a stub)."""
+    """A create-env style installation: <root>/jobs/cpi/{bin/cpi,config/cpi.json},
+    <root>/packages/cpi/venv/bin/python (a stub) and the package's copy of bin/cpi."""
     root = tmp_path / "installation"
     job = root / "jobs/cpi"
     write(job / "bin/cpi", render(CPI_ERB, properties, tmp_path, ruby), 0o755)
     write(job / "config/cpi.json", render(CPI_JSON, properties, tmp_path, ruby))
     if with_package:
         write(root / "packages/cpi/venv/bin/python", STUB_PYTHON, 0o755)
+        write(root / "packages/cpi/app/bin/cpi", (REPO / "bin/cpi").read_text(), 0o755)
     return root
 
 
@@ -352,7 +353,9 @@ def test_bin_cpi_in_the_directors_wiped_environment(ruby, tmp_path):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["result"] == "stub"
     args, env, cwd = invocation(root / "packages/cpi")
-    assert args == ["-I", "-m", "cpi", str(root / "jobs/cpi/config/cpi.json")]
+    assert args[:3] == ["-I", "-S", "-c"] and "from cpi.entry import run" in args[3]  # the package's bin/cpi
+    assert args[4:] == [str(root / "packages/cpi/app"), str(root / "jobs/cpi/config/cpi.json")]
+    assert env["CPI_PYTHON"] == str(root / "packages/cpi/venv/bin/python")
     assert env["BOSH_PACKAGES_DIR"] == str(root / "packages")
     assert env["BOSH_JOBS_DIR"] == str(root / "jobs")
     assert env["HOME"] == pwd.getpwuid(os.getuid()).pw_dir
@@ -366,6 +369,7 @@ def test_bin_cpi_under_create_env_uses_its_variables(ruby, tmp_path):
     root = install(tmp_path, ruby, {"cloud": {"plugin": "local"}})
     elsewhere = tmp_path / "elsewhere/packages"
     write(elsewhere / "cpi/venv/bin/python", STUB_PYTHON, 0o755)
+    write(elsewhere / "cpi/app/bin/cpi", (REPO / "bin/cpi").read_text(), 0o755)
     env = {
         "PATH": DIRECTOR_PATH,
         "HOME": str(tmp_path),
