@@ -22,11 +22,14 @@ cpi.warm, started before the rounds and stopped after them). Runs are interleave
 the cases and modes, so a change of load on a shared machine hits every row alike; the load
 average is printed before and after.
 
-    .venv/bin/python bench/calls.py [-n 15] [--aws] [--openstack] [--imports] [--checkout DIR] [--cold-only]
+    .venv/bin/python bench/calls.py [-n 15] [--aws] [--openstack] [--imports] [--checkout DIR | --release ROOT]
+                                    [--cold-only]
 
 --imports adds the slowest top-level imports of `info` and `has_vm` (python -X importtime).
 --checkout measures another checkout's bin/cpi (a worktree of an older commit, say), for a
-before/after comparison with the same interpreter floor.
+before/after comparison with the same interpreter floor. --release ROOT measures what
+operators run: the installed release's bin/cpi (ROOT/packages/cpi/app/bin/cpi, which the
+job's wrapper execs) with the package's venv, its floor that venv's interpreter.
 """
 
 from __future__ import annotations
@@ -65,12 +68,16 @@ class Row:
 
 
 class Checkout:
-    """bin/cpi of a checkout, called as the director calls it."""
+    """bin/cpi of a checkout (or of an installed release's package), called as the director
+    calls it."""
 
-    def __init__(self, root: Path, env: dict[str, str] | None = None):
+    def __init__(self, root: Path, env: dict[str, str] | None = None, python: Path | None = None):
         self.root = root
         self.bin_cpi = root / "bin" / "cpi"
+        self.python = python or root / ".venv" / "bin" / "python"
         self.env = dict(DIRECTOR_ENV, **(env or {}))
+        if python is not None:
+            self.env["CPI_PYTHON"] = str(python)  # as the job's wrapper exports it
 
     def helper(self, action: str) -> str:
         """`running` or `stop` on this checkout's warm helper, as its bin/cpi sees it (the
@@ -78,7 +85,7 @@ class Checkout:
         code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
                 "try:\n    from cpi.warm import client\nexcept ImportError:\n    from cpi import warm as client\n"
                 f"print(client.{action}())")
-        return subprocess.run([str(self.root / ".venv" / "bin" / "python"), "-I", "-S", "-c", code, str(self.root)],
+        return subprocess.run([str(self.python), "-I", "-S", "-c", code, str(self.root)],
                               capture_output=True, text=True, env=self.env, cwd="/").stdout.strip()
 
     def start_helper(self, config: Path, timeout: float = 60) -> None:
@@ -149,7 +156,7 @@ class Floor(Section):
         self.info = {mode: self.row("info", mode) for mode in checkouts}
 
     def round(self) -> None:
-        self.floor.times.append(timed([str(PYTHON), "-I", "-S", "-c", "pass"]))
+        self.floor.times.append(timed([str(next(iter(self.checkouts.values())).python), "-I", "-S", "-c", "pass"]))
         for mode, checkout in self.checkouts.items():
             elapsed, _ = checkout.call(self.config, "info")
             self.info[mode].times.append(elapsed)
@@ -304,6 +311,7 @@ def importtime(checkout: Checkout, config: Path, method: str, *arguments) -> Non
 
     request = json.dumps({"method": method, "arguments": list(arguments), "context": CONTEXT}).encode()
     argv = bin_cpi_argv(config, "-X", "importtime", bin_cpi=checkout.bin_cpi)
+    argv[0] = str(checkout.python)  # bin/cpi's own choice: CPI_PYTHON, else the checkout's .venv
     proc = subprocess.run(argv, input=request, capture_output=True, env=checkout.env, cwd="/")
     rows = []
     for line in proc.stderr.decode().splitlines():
@@ -325,15 +333,27 @@ def main() -> int:
                         help="add has_vm against the loopback OpenStack services (root; starts them if needed)")
     parser.add_argument("--imports", action="store_true", help="print the slowest imports of info and has_vm")
     parser.add_argument("--checkout", type=Path, help="measure this checkout's bin/cpi instead")
+    parser.add_argument("--release", type=Path, metavar="ROOT",
+                        help="measure the installed release under ROOT instead: ROOT/packages/cpi/app/bin/cpi, the "
+                             "file the job's wrapper runs, with the package's venv (as create-env or "
+                             "`bench/release.py --keep` leave it)")
     parser.add_argument("--create-vm-every", type=int, default=3, help="time create_vm every N rounds (0: never)")
     parser.add_argument("--cold-only", action="store_true", help="no warm mode (a checkout without cpi/warm.py)")
     args = parser.parse_args()
 
-    root = (args.checkout or ROOT).resolve()
-    checkouts = {"cold": Checkout(root, {"CPI_HELPER_IDLE_TIMEOUT": "0"})}
+    python = None
+    if args.release:
+        root = (args.release / "packages" / "cpi" / "app").resolve()
+        python = root.parent / "venv" / "bin" / "python"
+        if not (root / "bin" / "cpi").is_file() or not python.exists():
+            parser.error(f"{args.release} holds no installed release with bin/cpi (packages/cpi/app/bin/cpi, "
+                         "packages/cpi/venv): one built before issue #21 ran `python -I -m cpi` from its wrapper")
+    else:
+        root = (args.checkout or ROOT).resolve()
+    checkouts = {"cold": Checkout(root, {"CPI_HELPER_IDLE_TIMEOUT": "0"}, python)}
     if not args.cold_only:
-        checkouts["warm"] = Checkout(root, {"CPI_HELPER_IDLE_TIMEOUT": "600"})
-    print(f"bin/cpi of {root}; interpreter {PYTHON}; {os.cpu_count()} cores; {load()}")
+        checkouts["warm"] = Checkout(root, {"CPI_HELPER_IDLE_TIMEOUT": "600"}, python)
+    print(f"bin/cpi of {root}; interpreter {checkouts['cold'].python}; {os.cpu_count()} cores; {load()}")
     work = Path(tempfile.mkdtemp(prefix="cpi-bench-calls-"))
     sections: list[Section] = [Floor(checkouts, work), Local(checkouts, work, args.create_vm_every)]
     if args.aws:
