@@ -9,10 +9,21 @@ import logging
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable
 
-from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, StrictStr, StringConstraints, ValidationError, create_model
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    Strict,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+    create_model,
+)
 
 from cpi import audit, errors
-from cpi.clouds.base import Cloud
+from cpi.cids import AgentId, DiskCid, NetworkCid, SnapshotCid, StemcellCid, VmCid
+from cpi.clouds.bosh import BoshCloud
 from cpi.config import Config
 from cpi.logs import shown
 from cpi.models import CallContext, Network, VMResources
@@ -21,7 +32,14 @@ from cpi.validation import describe
 
 log = logging.getLogger(__name__)
 
-Cid = Annotated[StrictStr, StringConstraints(min_length=1)]
+#: The cids as the request carries them: a non-empty JSON string each, typed as BOSH names
+#: it (cpi.cids) from here to the cloud.
+VmCidArg = Annotated[VmCid, Strict(), StringConstraints(min_length=1)]
+DiskCidArg = Annotated[DiskCid, Strict(), StringConstraints(min_length=1)]
+StemcellCidArg = Annotated[StemcellCid, Strict(), StringConstraints(min_length=1)]
+SnapshotCidArg = Annotated[SnapshotCid, Strict(), StringConstraints(min_length=1)]
+NetworkCidArg = Annotated[NetworkCid, Strict(), StringConstraints(min_length=1)]
+AgentIdArg = Annotated[AgentId, Strict(), StringConstraints(min_length=1)]
 
 
 def _no_nul(value: str) -> str:
@@ -51,11 +69,11 @@ class Call:
     api_version: int
     context: CallContext
     config: Config
-    cloud_class: type[Cloud]
-    _cloud: Cloud | None = field(default=None, repr=False)
+    cloud_class: type[BoshCloud]
+    _cloud: BoshCloud | None = field(default=None, repr=False)
 
     @property
-    def cloud(self) -> Cloud:
+    def cloud(self) -> BoshCloud:
         if self._cloud is None:
             self._cloud = self.cloud_class(self.config.properties, self.config.agent, self.context)
         return self._cloud
@@ -177,7 +195,7 @@ def current_vm_id(call: Call) -> str:
 
 
 @method
-def create_stemcell(call: Call, image_path: OsPath, cloud_properties: Props, env: Props = None) -> str:
+def create_stemcell(call: Call, image_path: OsPath, cloud_properties: Props, env: Props = None) -> StemcellCid:
     tags = (env or {}).get("tags") or {}
     if not isinstance(tags, dict):
         raise errors.CpiError("create_stemcell argument 3 (env): env.tags must be an object")
@@ -188,7 +206,7 @@ def create_stemcell(call: Call, image_path: OsPath, cloud_properties: Props, env
 
 
 @method
-def delete_stemcell(call: Call, stemcell_cid: Cid) -> None:
+def delete_stemcell(call: Call, stemcell_cid: StemcellCidArg) -> None:
     call.cloud.delete_stemcell(stemcell_cid)
 
 
@@ -198,11 +216,11 @@ def delete_stemcell(call: Call, stemcell_cid: Cid) -> None:
 @method
 def create_vm(
     call: Call,
-    agent_id: Cid,
-    stemcell_cid: Cid,
+    agent_id: AgentIdArg,
+    stemcell_cid: StemcellCidArg,
     cloud_properties: Props,
     networks: dict[str, Network],
-    disk_cids: list[Cid] | None = None,
+    disk_cids: list[DiskCidArg] | None = None,
     env: Props = None,
 ):
     vm_cid, vm_networks = call.cloud.create_vm(
@@ -213,22 +231,22 @@ def create_vm(
 
 
 @method
-def delete_vm(call: Call, vm_cid: Cid) -> None:
+def delete_vm(call: Call, vm_cid: VmCidArg) -> None:
     call.cloud.delete_vm(vm_cid)
 
 
 @method
-def has_vm(call: Call, vm_cid: Cid) -> bool:
+def has_vm(call: Call, vm_cid: VmCidArg) -> bool:
     return bool(call.cloud.has_vm(vm_cid))
 
 
 @method
-def reboot_vm(call: Call, vm_cid: Cid) -> None:
+def reboot_vm(call: Call, vm_cid: VmCidArg) -> None:
     call.cloud.reboot_vm(vm_cid)
 
 
 @method
-def set_vm_metadata(call: Call, vm_cid: Cid, metadata: Props) -> None:
+def set_vm_metadata(call: Call, vm_cid: VmCidArg, metadata: Props) -> None:
     call.cloud.set_vm_metadata(vm_cid, {str(k): _text(v) for k, v in metadata.items()})
 
 
@@ -246,34 +264,34 @@ def configure_networks(call: Call, vm_cid: Any = None, networks: Any = None) -> 
 
 
 @method
-def create_disk(call: Call, size: SizeMiB, cloud_properties: Props, vm_cid: Cid | None = None) -> str:
+def create_disk(call: Call, size: SizeMiB, cloud_properties: Props, vm_cid: VmCidArg | None = None) -> DiskCid:
     disk_cid = call.cloud.create_disk(size, cloud_properties, vm_cid)
     log.info("created disk %s (%d MiB)", disk_cid, size)
     return disk_cid
 
 
 @method
-def delete_disk(call: Call, disk_cid: Cid) -> None:
+def delete_disk(call: Call, disk_cid: DiskCidArg) -> None:
     call.cloud.delete_disk(disk_cid)
 
 
 @method
-def resize_disk(call: Call, disk_cid: Cid, new_size: SizeMiB) -> None:
+def resize_disk(call: Call, disk_cid: DiskCidArg, new_size: SizeMiB) -> None:
     call.cloud.resize_disk(disk_cid, new_size)
 
 
 @method
-def update_disk(call: Call, disk_cid: Cid, new_size: SizeMiB, cloud_properties: Props) -> str | None:
+def update_disk(call: Call, disk_cid: DiskCidArg, new_size: SizeMiB, cloud_properties: Props) -> DiskCid | None:
     return call.cloud.update_disk(disk_cid, new_size, cloud_properties)
 
 
 @method
-def has_disk(call: Call, disk_cid: Cid) -> bool:
+def has_disk(call: Call, disk_cid: DiskCidArg) -> bool:
     return bool(call.cloud.has_disk(disk_cid))
 
 
 @method
-def attach_disk(call: Call, vm_cid: Cid, disk_cid: Cid):
+def attach_disk(call: Call, vm_cid: VmCidArg, disk_cid: DiskCidArg):
     hint = call.cloud.attach_disk(vm_cid, disk_cid)
     if not hint:
         # The director raises "No disk_hint" on an empty hint; fail here with the cause instead.
@@ -283,17 +301,17 @@ def attach_disk(call: Call, vm_cid: Cid, disk_cid: Cid):
 
 
 @method
-def detach_disk(call: Call, vm_cid: Cid, disk_cid: Cid) -> None:
+def detach_disk(call: Call, vm_cid: VmCidArg, disk_cid: DiskCidArg) -> None:
     call.cloud.detach_disk(vm_cid, disk_cid)
 
 
 @method
-def get_disks(call: Call, vm_cid: Cid) -> list[str]:
+def get_disks(call: Call, vm_cid: VmCidArg) -> list[DiskCid]:
     return list(call.cloud.get_disks(vm_cid) or [])
 
 
 @method
-def set_disk_metadata(call: Call, disk_cid: Cid, metadata: Props) -> None:
+def set_disk_metadata(call: Call, disk_cid: DiskCidArg, metadata: Props) -> None:
     call.cloud.set_disk_metadata(disk_cid, {str(k): _text(v) for k, v in metadata.items()})
 
 
@@ -301,14 +319,14 @@ def set_disk_metadata(call: Call, disk_cid: Cid, metadata: Props) -> None:
 
 
 @method
-def snapshot_disk(call: Call, disk_cid: Cid, metadata: Props = None) -> str:
+def snapshot_disk(call: Call, disk_cid: DiskCidArg, metadata: Props = None) -> SnapshotCid:
     snapshot_cid = call.cloud.snapshot_disk(disk_cid, metadata or {})
     log.info("snapshot %s of disk %s", snapshot_cid, disk_cid)
     return snapshot_cid
 
 
 @method
-def delete_snapshot(call: Call, snapshot_cid: Cid) -> None:
+def delete_snapshot(call: Call, snapshot_cid: SnapshotCidArg) -> None:
     call.cloud.delete_snapshot(snapshot_cid)
 
 
@@ -321,7 +339,7 @@ def create_network(call: Call, network_definition: Props) -> list:
 
 
 @method
-def delete_network(call: Call, network_cid: Cid) -> None:
+def delete_network(call: Call, network_cid: NetworkCidArg) -> None:
     call.cloud.delete_network(network_cid)
 
 

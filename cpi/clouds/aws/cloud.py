@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel
 
 from cpi.clouds import STEMCELL_FORMATS
+from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import BoshError, DiskNotFound, VMNotFound
 from cpi.models import Network, VMResources
@@ -135,13 +136,18 @@ class AwsCloud(Cloud):
 
         return inventory.available(self.aws, offer)
 
+    def check_cloud_config(self, items: list) -> list:
+        from . import inspect  # `cpi validate --online`'s read-only checks: not on bin/cpi's path
+
+        return inspect.check_cloud_config(self, items)
+
     # -- stemcells
     @_boundary
-    def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:
-        return self._stemcells().create(image_path, cloud_properties, tags)
+    def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
+        return StemcellCid(self._stemcells().create(image_path, cloud_properties, tags))
 
     @_boundary
-    def delete_stemcell(self, stemcell_cid: str) -> None:
+    def delete_stemcell(self, stemcell_cid: StemcellCid) -> None:
         if not stemcell_cid.endswith(" light") and not ids.is_image(stemcell_cid):
             self.log.info("stemcell %s not found (not an AMI ID): nothing to delete", stemcell_cid)
             return
@@ -149,70 +155,72 @@ class AwsCloud(Cloud):
 
     # -- VMs
     @_boundary
-    def create_vm(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, networks: dict[str, Network],
-                  disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
-        return self._vms().create(agent_id, stemcell_cid, cloud_properties, networks, disk_cids, env)
+    def create_vm(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict,
+                  networks: dict[str, Network], disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
+        vm_cid, vm_networks = self._vms().create(agent_id, stemcell_cid, cloud_properties, networks, disk_cids, env)
+        return VmCid(vm_cid), vm_networks
 
     @_boundary
-    def delete_vm(self, vm_cid: str) -> None:
+    def delete_vm(self, vm_cid: VmCid) -> None:
         if not ids.is_instance(vm_cid):
             self.log.info("VM %s not found (not an instance ID): nothing to delete", vm_cid)
             return
         self._vms().delete(vm_cid)
 
     @_boundary
-    def has_vm(self, vm_cid: str) -> bool:
+    def has_vm(self, vm_cid: VmCid) -> bool:
         return ids.is_instance(vm_cid) and self._vms().exists(vm_cid)
 
     @_boundary
-    def reboot_vm(self, vm_cid: str) -> None:
+    def reboot_vm(self, vm_cid: VmCid) -> None:
         self._vms().reboot(_vm(vm_cid))
 
     @_boundary
-    def set_vm_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
+    def set_vm_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         self._vms().set_metadata(_vm(vm_cid), metadata)
 
     @_boundary
     def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
         return self._vms().calculate_cloud_properties(resources)
 
-    def current_vm_id(self) -> str:
+    def current_vm_id(self) -> VmCid:
         """The instance this CPI runs on, from the instance metadata service (IMDSv2, with
         an IMDSv1 fallback); used by the director's snapshot_self."""
         from .imds import instance_id
 
-        return instance_id()
+        return VmCid(instance_id())
 
     # -- disks
     @_boundary
-    def create_disk(self, size: int, cloud_properties: dict, vm_cid: str | None) -> str:
-        return self._disks().create(size, cloud_properties, None if vm_cid is None else _vm(vm_cid))
+    def create_disk(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
+        return DiskCid(self._disks().create(size, cloud_properties, None if vm_cid is None else _vm(vm_cid)))
 
     @_boundary
-    def delete_disk(self, disk_cid: str) -> None:
+    def delete_disk(self, disk_cid: DiskCid) -> None:
         if not ids.is_volume(disk_cid):
             self.log.info("disk %s not found (not a volume ID): nothing to delete", disk_cid)
             return
         self._disks().delete(disk_cid)
 
     @_boundary
-    def resize_disk(self, disk_cid: str, new_size: int) -> None:
+    def resize_disk(self, disk_cid: DiskCid, new_size: int) -> None:
         self._disks().resize(_disk(disk_cid), new_size)
 
     @_boundary
-    def update_disk(self, disk_cid: str, new_size: int, cloud_properties: dict) -> str | None:
-        return self._disks().update(_disk(disk_cid), new_size, cloud_properties)
+    def update_disk(self, disk_cid: DiskCid, new_size: int, cloud_properties: dict) -> DiskCid | None:
+        new_disk_cid = self._disks().update(_disk(disk_cid), new_size, cloud_properties)
+        return None if new_disk_cid is None else DiskCid(new_disk_cid)
 
     @_boundary
-    def has_disk(self, disk_cid: str) -> bool:
+    def has_disk(self, disk_cid: DiskCid) -> bool:
         return ids.is_volume(disk_cid) and self._disks().exists(disk_cid)
 
     @_boundary
-    def attach_disk(self, vm_cid: str, disk_cid: str) -> DiskHint:
+    def attach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> DiskHint:
         return self._disks().attach(_vm(vm_cid), _disk(disk_cid))
 
     @_boundary
-    def detach_disk(self, vm_cid: str, disk_cid: str) -> None:
+    def detach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
         _vm(vm_cid)
         if not ids.is_volume(disk_cid):
             self.log.info("disk %s not found (not a volume ID): nothing to detach", disk_cid)
@@ -220,20 +228,20 @@ class AwsCloud(Cloud):
         self._disks().detach(vm_cid, disk_cid)
 
     @_boundary
-    def get_disks(self, vm_cid: str) -> list[str]:
-        return self._disks().list_for_vm(_vm(vm_cid))
+    def get_disks(self, vm_cid: VmCid) -> list[DiskCid]:
+        return [DiskCid(disk_cid) for disk_cid in self._disks().list_for_vm(_vm(vm_cid))]
 
     @_boundary
-    def set_disk_metadata(self, disk_cid: str, metadata: dict[str, str]) -> None:
+    def set_disk_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
         self._disks().set_metadata(_disk(disk_cid), metadata)
 
     # -- snapshots
     @_boundary
-    def snapshot_disk(self, disk_cid: str, metadata: dict[str, Any]) -> str:
-        return self._disks().snapshot(_disk(disk_cid), metadata)
+    def snapshot_disk(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
+        return SnapshotCid(self._disks().snapshot(_disk(disk_cid), metadata))
 
     @_boundary
-    def delete_snapshot(self, snapshot_cid: str) -> None:
+    def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
         if not ids.is_snapshot(snapshot_cid):
             self.log.info("snapshot %s not found (not a snapshot ID): nothing to delete", snapshot_cid)
             return

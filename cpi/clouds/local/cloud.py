@@ -93,6 +93,11 @@ class LocalCloud(Cloud):
 
         return inventory.available(self.store, offer)
 
+    def check_cloud_config(self, items: list) -> list:
+        from . import inspect  # `cpi validate --online`'s read-only checks: not on bin/cpi's path
+
+        return inspect.check_cloud_config(self, items)
+
     @staticmethod
     def audit_path(properties: LocalProperties) -> Path:
         """The audit trail's default home: the state dir (cpi.audit)."""
