@@ -1,6 +1,6 @@
 """Waiting for a cloud resource to reach a state: one adaptive, logged, bounded loop.
 
-Why not the SDKs' own waiters (docs/architecture.md "Wait like Heat")? They poll at a
+Why not the SDKs' own waiters (docs/architecture.md "Waits")? They poll at a
 fixed interval: botocore's `instance_running` every 15 s, the Ruby OpenStack CPI every
 `wait_resource_poll_interval` (5 s), its Go port every 10 s. A VM that is up after 3 s is
 then reported after 5, 10 or 15. Here the first look comes after a fraction of a second and
