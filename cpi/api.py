@@ -58,7 +58,7 @@ SizeMiB = Annotated[StrictInt, Field(gt=0, lt=2**31)]
 MAX_CID_BYTES = 255
 #: Which kind of resource each cid argument names, for the answers about one that cannot exist.
 CID_KINDS = {"vm_cid": "vm", "disk_cid": "disk", "stemcell_cid": "stemcell", "snapshot_cid": "snapshot"}
-#: What a method answers for a resource that is not there (README "Deleting what is gone").
+#: What a method answers for a resource that is not there (docs/protocol.md "Deleting what is gone").
 ABSENT_ANSWERS = {"has_vm": False, "has_disk": False, "delete_vm": None, "delete_disk": None,
                   "delete_stemcell": None, "delete_snapshot": None}
 

@@ -5,7 +5,7 @@ own boundary (an SDK's "not found" becomes VMNotFound/DiskNotFound here, not in 
 Everything defaults to NotImplemented, which the director reads as "feature absent", so a
 third-party cloud may start with a few methods and still answer the rest correctly.
 
-Not-found contract, the same for every cloud (see README "Deleting what is gone"):
+Not-found contract, the same for every cloud (see docs/protocol.md "Deleting what is gone"):
 - delete_stemcell, delete_vm, delete_disk, delete_snapshot: missing → success (logged).
 - detach_disk: missing disk → success; disk not attached to that VM → DiskNotAttached.
 - has_vm / has_disk: missing → False.

@@ -3,7 +3,7 @@
 Runs only when CPI_LIFECYCLE_AWS_CONFIG names a JSON file (skipped otherwise) of either
 shape:
 
-    {                                       # a plain cpi.json (the README's) plus "lifecycle"
+    {                                       # a plain cpi.json (docs/cloud-aws.md's) plus "lifecycle"
       "cloud": {"plugin": "aws", "properties": {"aws": {...}, "agent": {...}}},
       "lifecycle": {...}
     }

@@ -7,7 +7,7 @@ says.
 Which cloud:
 - `CPI_LIFECYCLE_OPENSTACK_CONFIG=/path/file.json`: a real cloud, described by a file of
   either shape (load() checks it and names what is missing):
-  - a plain cpi.json (the README's: `cloud.plugin: openstack`, password auth in
+  - a plain cpi.json (docs/cloud-openstack.md's: `cloud.plugin: openstack`, password auth in
     `cloud.properties.openstack`) with a `"lifecycle": {...}` next to `"cloud"` holding
     the keys below from `flavor` on;
   - or the shape setup.sh writes to $OS_STATE_DIR/cpi-openstack.json (auth_url, username,

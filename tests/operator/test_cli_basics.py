@@ -3,8 +3,10 @@
 
 - relative paths given to `cpi` are the caller's (bin/cpi itself runs from "/");
 - `cpi props nosuch` is one line naming the clouds, exit 2;
-- the README's examples marked `<!-- pasteable: ... -->` run as they are;
-- the README's interpreter search order is bin/cpi's;
+- the README stays a front page (at most 200 lines, the two commands first), and every
+  relative link in it, in docs/ and in bench/README.md leads to a file;
+- the examples the README and docs/*.md mark `<!-- pasteable: ... -->` run as they are;
+- the interpreter search order docs/protocol.md states is bin/cpi's;
 - `cpi release` finds the checkout's release from any directory;
 - CPI_LIFECYCLE_{AWS,OPENSTACK}_CONFIG accept a plain cpi.json (plus "lifecycle") and
   their own shape, and name what is missing otherwise;
@@ -27,6 +29,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BIN_CPI = REPO / "bin" / "cpi"
 README = REPO / "README.md"
+DOCS = REPO / "docs"
+#: The documentation: the front page, one file per subject under docs/ (the cloud
+#: references among them are generated), and the benchmarks' figures.
+DOCUMENTS = [README, *sorted(DOCS.glob("*.md")), REPO / "bench" / "README.md"]
+README_MAX_LINES = 200
 INSTALLED = REPO / ".venv" / "bin" / "cpi"
 CPI = [str(INSTALLED)] if INSTALLED.exists() else [sys.executable, "-m", "cpi.cli"]
 WIPED = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -55,11 +62,13 @@ def documents(text: str) -> list:
         found.append(value)
 
 
-def readme_blocks(kind: str) -> list[str]:
-    """The fenced blocks the README marks `<!-- pasteable: KIND -->`, dedented."""
+def pasteable_blocks(kind: str, documents: list[Path] = DOCUMENTS) -> list[tuple[str, str]]:
+    """(file, block) for each fenced block the documents mark `<!-- pasteable: KIND -->`,
+    dedented; file relative to the checkout, for messages."""
     pattern = re.compile(r"^([ \t]*)<!-- pasteable: " + re.escape(kind) + r" -->\n\1```\w*\n(.*?)^\1```",
                          re.M | re.S)
-    return [textwrap.dedent(m.group(2)) for m in pattern.finditer(README.read_text())]
+    return [(str(path.relative_to(REPO)), textwrap.dedent(m.group(2)))
+            for path in documents for m in pattern.finditer(path.read_text())]
 
 
 # --- 1. relative paths are the caller's ------------------------------------------------------------
@@ -114,36 +123,75 @@ def test_props_of_an_unknown_cloud_is_one_line_naming_the_clouds(tmp_path):
     assert "nosuch" in lines[0] and all(name in lines[0] for name in ("aws", "local", "openstack"))
 
 
-# --- 3. the README's pasteable examples -----------------------------------------------------------
+# --- 3. the front page, the links, the pasteable examples --------------------------------------------
 
 
-def test_readme_marks_its_pasteable_examples():
-    assert len(readme_blocks("sh")) >= 1
-    assert len(readme_blocks("cpi.json")) >= 3  # local, aws, openstack
+def test_readme_is_a_front_page():
+    """At most 200 lines, opening with the two commands that work on a fresh machine."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= README_MAX_LINES, (
+        f"README.md has {len(text.splitlines())} lines: move a subject to docs/ and link it")
+    first_block = re.search(r"^```\w*\n(.*?)^```", text, re.M | re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in first_block.splitlines() if line.strip()]
+    assert commands == ["bin/demo", "bin/test"]
+    assert text.index("bin/demo") < text.index("\n## ")
 
 
-def test_readme_shell_examples_run_as_pasted(tmp_path):
+def _relative_links(path: Path) -> list[str]:
+    """The targets of the Markdown links in `path` that name a file of the checkout: not in
+    fenced blocks or inline code, not URLs, not anchors of the same page."""
+    text = re.sub(r"^([ \t]*)```.*?^\1```", "", path.read_text(), flags=re.M | re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    targets = re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", text)
+    return [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:", t, re.I) and not t.startswith("#")]
+
+
+def test_every_relative_link_leads_to_a_file():
+    assert (DOCS / "README.md").is_file(), "docs/README.md (the index) is missing"
+    broken = []
+    for path in DOCUMENTS:
+        for target in _relative_links(path):
+            if not (path.parent / target.split("#", 1)[0]).exists():
+                broken.append(f"{path.relative_to(REPO)}: {target}")
+    assert not broken, "links to no file:\n" + "\n".join(broken)
+    assert "docs/README.md" in _relative_links(README), "the README does not link the docs' index"
+
+
+def test_link_check_sees_a_broken_link(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("[ok](page.md) [gone](nosuch.md#x) [web](https://example.org) [here](#top)\n"
+                    "`[code](nosuch-code.md)`\n```\n[block](nosuch-block.md)\n```\n")
+    assert _relative_links(page) == ["page.md", "nosuch.md#x"]
+
+
+def test_docs_mark_their_pasteable_examples():
+    assert [name for name, _ in pasteable_blocks("sh")].count("README.md") >= 1
+    plugins = {json.loads(block)["cloud"]["plugin"] for _, block in pasteable_blocks("cpi.json")}
+    assert plugins >= {"local", "aws", "openstack"}
+
+
+def test_shell_examples_run_as_pasted(tmp_path):
     """Pasted in the checkout, with only PATH and a HOME (the local cloud's default state)."""
-    for block in readme_blocks("sh"):
+    for name, block in pasteable_blocks("sh"):
         run = subprocess.run(["bash", "-e", "-c", block], cwd=REPO, capture_output=True, text=True, timeout=120,
                              env={**WIPED, "HOME": str(tmp_path)})
-        assert run.returncode == 0, block + run.stderr
+        assert run.returncode == 0, name + ":\n" + block + run.stderr
         responses = documents(run.stdout)
-        assert len(responses) == len([line for line in block.splitlines() if line.strip()]), run.stdout
+        assert len(responses) == len([line for line in block.splitlines() if line.strip()]), (name, run.stdout)
         for response in responses:
-            assert response["error"] is None, response
+            assert response["error"] is None, (name, response)
 
 
-def test_readme_cpi_json_examples_are_valid_configs(tmp_path):
+def test_cpi_json_examples_are_valid_configs(tmp_path):
     """Each one, as it is, is a config bin/cpi accepts (info checks the config, offline)."""
-    for index, block in enumerate(readme_blocks("cpi.json")):
+    for index, (name, block) in enumerate(pasteable_blocks("cpi.json")):
         path = tmp_path / f"cpi-{index}.json"
         path.write_text(block)
         run = subprocess.run([str(BIN_CPI), str(path)], input='{"method": "info", "arguments": []}',
                              capture_output=True, text=True, env=WIPED, cwd="/", timeout=60)
         assert run.returncode == 0
         response = json.loads(run.stdout)
-        assert response["error"] is None, (block, response["error"])
+        assert response["error"] is None, (name, block, response["error"])
 
 
 # --- 4. the interpreter search order ----------------------------------------------------------------
@@ -156,21 +204,21 @@ def _bin_cpi_order() -> list[str]:
     return [w.strip('"').replace("${CPI_PYTHON:-}", "$CPI_PYTHON").replace("$root/", "") for w in words]
 
 
-def _readme_order() -> list[str]:
-    text = " ".join(README.read_text().split())
+def _documented_order() -> list[str]:
+    text = " ".join((DOCS / "protocol.md").read_text().split())
     sentence = re.search(r"`bin/cpi` finds its interpreter relative to itself, the first that exists of: (.*?)\. "
                          r"With none", text).group(1)
     return re.findall(r"`([^`]*(?:python|PYTHON)[^`]*)`", sentence)
 
 
-def test_readme_interpreter_order_is_bin_cpis():
+def test_documented_interpreter_order_is_bin_cpis():
     assert _bin_cpi_order() == [
         "$CPI_PYTHON",
         ".venv/bin/python",
         "venv/bin/python",
         "${BOSH_PACKAGES_DIR:-/var/vcap/packages}/cpi/venv/bin/python",
     ]
-    assert _readme_order() == _bin_cpi_order()
+    assert _documented_order() == _bin_cpi_order()
 
 
 def test_cpi_python_comes_first(tmp_path):
@@ -213,18 +261,20 @@ def test_release_build_takes_a_relative_release_dir(tmp_path):
 # --- 6. CPI_LIFECYCLE_*_CONFIG shapes -----------------------------------------------------------
 
 
-def _readme_json_after(marker: str) -> dict:
-    text = README.read_text()
+def _testing_json_after(marker: str) -> dict:
+    """The JSON example that follows `marker` in docs/testing.md (the real-cloud files)."""
+    text = (DOCS / "testing.md").read_text()
     block = re.search(re.escape(marker) + r".*?```json\n(.*?)^\s*```", text, re.S | re.M).group(1)
     return json.loads(block)
 
 
-def _readme_cpi_json(plugin: str) -> dict:
-    for block in readme_blocks("cpi.json"):
+def _documented_cpi_json(plugin: str) -> dict:
+    """The pasteable cpi.json of `plugin` (docs/cloud-<plugin>.md's, for aws and openstack)."""
+    for _, block in pasteable_blocks("cpi.json"):
         doc = json.loads(block)
         if doc["cloud"]["plugin"] == plugin:
             return doc
-    raise AssertionError(f"no {plugin} cpi.json in the README")
+    raise AssertionError(f"no {plugin} cpi.json in the README or docs/")
 
 
 AWS_LIFECYCLE = {"subnet_id": "subnet-1", "subnet_cidr": "10.0.16.0/24", "availability_zone": "eu-west-1a",
@@ -234,11 +284,11 @@ AWS_LIFECYCLE = {"subnet_id": "subnet-1", "subnet_cidr": "10.0.16.0/24", "availa
 def test_aws_lifecycle_config_accepts_both_shapes(tmp_path):
     from tests.aws.real_target import LifecycleConfigError, load
 
-    readme_cpi = _readme_cpi_json("aws")
+    documented_cpi = _documented_cpi_json("aws")
     shapes = {
-        "plain": {**readme_cpi, "lifecycle": AWS_LIFECYCLE},
-        "own": {"cpi": readme_cpi, "lifecycle": AWS_LIFECYCLE},
-        "documented": _readme_json_after("CPI_LIFECYCLE_AWS_CONFIG=/path/file.json"),
+        "plain": {**documented_cpi, "lifecycle": AWS_LIFECYCLE},
+        "own": {"cpi": documented_cpi, "lifecycle": AWS_LIFECYCLE},
+        "documented": _testing_json_after("CPI_LIFECYCLE_AWS_CONFIG=/path/file.json"),
     }
     for name, doc in shapes.items():
         path = tmp_path / f"{name}.json"
@@ -247,8 +297,8 @@ def test_aws_lifecycle_config_accepts_both_shapes(tmp_path):
         assert cpi_config["cloud"]["plugin"] == "aws" and "lifecycle" not in cpi_config, name
         assert lifecycle["subnet_id"].startswith("subnet-"), name
 
-    path = tmp_path / "readme-as-is.json"
-    path.write_text(json.dumps(readme_cpi))
+    path = tmp_path / "documented-as-is.json"
+    path.write_text(json.dumps(documented_cpi))
     with pytest.raises(LifecycleConfigError, match=r"lifecycle\.subnet_id, .*lifecycle\.ami_id missing"):
         load(path)
     path.write_text(json.dumps({"cloud": {"plugin": "openstack"}}))
@@ -268,14 +318,14 @@ OPENSTACK_LIFECYCLE = {"flavor": "m1.small", "image": {"id": "img-1"}, "network"
 def test_openstack_lifecycle_config_accepts_both_shapes(tmp_path):
     from tests.openstack.target import LifecycleConfigError, cpi_properties, load
 
-    readme_cpi = _readme_cpi_json("openstack")
+    documented_cpi = _documented_cpi_json("openstack")
     own = {"auth_url": "https://keystone.example:5000/v3", "username": "bosh", "password": "pw",
            "project_name": "bosh", "user_domain_name": "Default", "project_domain_name": "Default",
            "region": "RegionOne", "interface": "public", **OPENSTACK_LIFECYCLE}
     shapes = {
-        "plain": {**readme_cpi, "lifecycle": OPENSTACK_LIFECYCLE},
+        "plain": {**documented_cpi, "lifecycle": OPENSTACK_LIFECYCLE},
         "own": own,
-        "documented": _readme_json_after("CPI_LIFECYCLE_OPENSTACK_CONFIG=/path/file.json"),
+        "documented": _testing_json_after("CPI_LIFECYCLE_OPENSTACK_CONFIG=/path/file.json"),
     }
     for name, doc in shapes.items():
         path = tmp_path / f"{name}.json"
@@ -292,8 +342,8 @@ def test_openstack_lifecycle_config_accepts_both_shapes(tmp_path):
                              capture_output=True, text=True, env=WIPED, timeout=60)
         assert json.loads(run.stdout)["error"] is None, (name, run.stdout)
 
-    path = tmp_path / "readme-as-is.json"
-    path.write_text(json.dumps(readme_cpi))
+    path = tmp_path / "documented-as-is.json"
+    path.write_text(json.dumps(documented_cpi))
     with pytest.raises(LifecycleConfigError, match=r"lifecycle\.flavor, lifecycle\.image\.id.* missing"):
         load(path)
     path.write_text(json.dumps({key: value for key, value in own.items() if key != "password"}))

@@ -81,8 +81,8 @@ def test_validation_messages_never_show_secret_values():
 
 
 def test_context_overrides_credentials_and_region_but_never_paths():
-    """What a request's context (a director's cpi-config) may change, per cloud (README
-    "Configuration")."""
+    """What a request's context (a director's cpi-config) may change, per cloud
+    (docs/protocol.md, `context`)."""
     from cpi import config
 
     raw = {"cloud": {"plugin": "aws", "properties": {"aws": {
