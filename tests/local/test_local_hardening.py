@@ -121,7 +121,7 @@ def test_a_size_the_file_system_cannot_hold_leaves_nothing(local, disk_type):
 
 def test_no_space_is_a_cloud_error_and_leaves_nothing(tmp_path, monkeypatch):
     """ENOSPC cannot be provoked safely on a shared disk: fake it in-process."""
-    from cpi.clouds.local import cloud as local_cloud
+    from cpi.clouds.local import fileops
     from cpi.errors import CloudError
 
     cloud = _in_process(tmp_path)
@@ -129,7 +129,7 @@ def test_no_space_is_a_cloud_error_and_leaves_nothing(tmp_path, monkeypatch):
     def full(fd, offset, length):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(local_cloud.os, "posix_fallocate", full)
+    monkeypatch.setattr(fileops.os, "posix_fallocate", full)
     with pytest.raises(CloudError, match="No space left"):
         cloud.create_disk(64, {"type": "preallocated"}, None)
     assert os.listdir(cloud.store.root / "disks") == [] and os.listdir(cloud.store.root / "pending") == []
@@ -224,16 +224,17 @@ def test_deletes_touch_only_their_own_kind_and_never_step_outside(local, tmp_pat
 
 
 def test_stemcell_tag_values_are_stringified_and_a_failed_create_leaves_nothing(tmp_path, monkeypatch):
-    from cpi.clouds.local import cloud as local_cloud
+    from cpi.clouds.local import fileops
+    from cpi.clouds.local.store import StemcellRecord
     from cpi.errors import CloudError
 
     cloud = _in_process(tmp_path)
     stemcell = cloud.create_stemcell("", {}, {"version": 3, "light": True})
-    assert cloud.store.load(local_cloud.StemcellRecord, stemcell).tags == {"version": "3", "light": "True"}
+    assert cloud.store.load(StemcellRecord, stemcell).tags == {"version": "3", "light": "True"}
     image = tmp_path / "image"
     image.write_bytes(b"x" * 100)
 
-    real_new_file = local_cloud._new_file
+    real_new_file = fileops.new_file
 
     class Full:
         """The image file, on a file system that fills up at the first write."""
@@ -250,7 +251,7 @@ def test_stemcell_tag_values_are_stringified_and_a_failed_create_leaves_nothing(
         def write(self, data):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(local_cloud, "_new_file", Full)
+    monkeypatch.setattr(fileops, "new_file", Full)
     with pytest.raises(CloudError, match="No space"):
         cloud.create_stemcell(str(image), {}, {})
     assert os.listdir(cloud.store.root / "stemcells") == [stemcell]

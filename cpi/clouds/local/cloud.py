@@ -13,11 +13,7 @@ a delete of that cid, or the next create's sweep, does not find and remove.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
-import hashlib
-import os
-import stat
 import string
 from pathlib import Path
 from typing import Any
@@ -26,18 +22,15 @@ from cpi import agent_env, audit, plan
 from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import CloudError, CpiError, DiskNotAttached, DiskNotFound, NotSupported, VMCreationFailed, VMNotFound
-from cpi.failpoints import reached
-from cpi.files import atomic_write_json, read_json
+from cpi.files import atomic_write_json
 from cpi.locks import collect_stale, locked
-from cpi.private import open_nofollow
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import faults, mounts, orphans, process
+from . import faults, fileops, mounts, orphans, process
 from .props import DiskCloudProperties, LocalProperties, VMCloudProperties
 from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord, canonical_ip
 
-MIB = 1024 * 1024
 SETTINGS_FILE = "cpi-agent-env.json"
 #: Persistent disks get /dev/sdc onwards (sda: system, sdb: ephemeral), as on OpenStack.
 DEVICE_LETTERS = string.ascii_lowercase[2:]
@@ -171,13 +164,13 @@ class LocalCloud(Cloud):
             stemcell_cid=stemcell_cid, cloud_properties=cloud_properties, tags={k: str(v) for k, v in tags.items()},
             director_uuid=self.context.director_uuid,
         )
-        source = _open_image(image_path) if image_path else None
+        source = fileops.open_image(image_path) if image_path else None
         try:
             with self._creating(stemcell_cid):
                 directory = self.store.make_dir(StemcellRecord, stemcell_cid)
                 if source is not None:
                     record.image = "image"
-                    record.sha1, record.size = _copy_with_sha1(
+                    record.sha1, record.size = fileops.copy_with_sha1(
                         source, directory / "image" if self._effect("copy the stemcell image") else None)
                     self.log.info("copied stemcell image %s (%d bytes, sha1 %s)", image_path, record.size, record.sha1)
                 else:
@@ -220,7 +213,7 @@ class LocalCloud(Cloud):
             ephemeral = None
             if props.ephemeral_disk and props.ephemeral_disk.size > 0:
                 if self._effect(f"allocate a {props.ephemeral_disk.size} MiB ephemeral disk"):
-                    _allocate(_create(base / "ephemeral.img"), props.ephemeral_disk.size * MIB, preallocate=False)
+                    fileops.allocate(fileops.create(base / "ephemeral.img"), props.ephemeral_disk.size * fileops.MIB, preallocate=False)
                 ephemeral = "/dev/sdb"
             settings = agent_env.settings(
                 agent_id=agent_id,
@@ -394,7 +387,7 @@ class LocalCloud(Cloud):
         with self._creating(disk_cid):
             directory = self.store.make_dir(DiskRecord, disk_cid)
             if self._effect(f"allocate a {size} MiB disk file"):
-                _allocate(_create(directory / "disk.img"), size * MIB, preallocate=props.type == "preallocated")
+                fileops.allocate(fileops.create(directory / "disk.img"), size * fileops.MIB, preallocate=props.type == "preallocated")
                 mounts.make_disk_store(directory)
             self.store.save(DiskRecord(disk_cid=disk_cid, size=size, cloud_properties=cloud_properties,
                                        director_uuid=self.context.director_uuid))
@@ -431,7 +424,7 @@ class LocalCloud(Cloud):
             self.log.info("disk %s is already %d MiB", record.disk_cid, new_size)
             return
         if self._effect(f"grow the disk file of {record.disk_cid} to {new_size} MiB"):
-            _allocate(self.store.dir(DiskRecord, record.disk_cid) / "disk.img", new_size * MIB, preallocate)
+            fileops.allocate(self.store.dir(DiskRecord, record.disk_cid) / "disk.img", new_size * fileops.MIB, preallocate)
         if new_size != record.size:
             self.log.info("grew disk %s from %d to %d MiB", record.disk_cid, record.size, new_size)
             self._audit("resize", "disk", record.disk_cid, old={"size": record.size}, new={"size": new_size})
@@ -495,7 +488,7 @@ class LocalCloud(Cloud):
         """Record the attachments in the settings for the next boot (a running agent never
         re-reads them; the director tells it through add_persistent_disk)."""
         path = self.store.dir(VMRecord, vm.vm_cid) / SETTINGS_FILE
-        settings = _read(path)
+        settings = fileops.load_json(path)
         if settings is not None and settings["disks"].get("persistent") != vm.disks:
             settings["disks"]["persistent"] = dict(vm.disks)
             if self._effect(f"record the disks of VM {vm.vm_cid} in its agent settings"):
@@ -540,7 +533,7 @@ class LocalCloud(Cloud):
             disk = self._disk(disk_cid)
             directory = self.store.make_dir(SnapshotRecord, snapshot_cid)
             if self._effect(f"copy the data of disk {disk_cid}"):
-                _sparse_copy(self.store.dir(DiskRecord, disk_cid) / "disk.img", directory / "disk.img")
+                fileops.sparse_copy(self.store.dir(DiskRecord, disk_cid) / "disk.img", directory / "disk.img")
                 mounts.copy_disk_store(self.store.dir(DiskRecord, disk_cid), directory)
             self.store.save(SnapshotRecord(snapshot_cid=snapshot_cid, disk_cid=disk_cid, size=disk.size, metadata=metadata,
                                            director_uuid=self.context.director_uuid))
@@ -581,116 +574,8 @@ def _summary(record) -> dict[str, Any] | None:
     return None if record is None else record.model_dump(include=_SUMMARY[type(record)])
 
 
-# ---------------------------------------------------------------- file helpers
+# ---------------------------------------------------------------- disk types
 
 
 def _preallocated(cloud_properties: dict) -> bool:
     return isinstance(cloud_properties, dict) and cloud_properties.get("type") == "preallocated"
-
-
-def _new_file(path: Path):
-    """A new private file: 0600 whatever the umask, never through a planted link."""
-    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    os.fchmod(fd, 0o600)
-    reached(f"created {path.name}")
-    return os.fdopen(fd, "wb")
-
-
-def _create(path: Path) -> Path:
-    _new_file(path).close()
-    return path
-
-
-def _read(path: Path) -> dict | None:
-    try:
-        return read_json(path)
-    except FileNotFoundError:
-        return None
-
-
-@contextlib.contextmanager
-def _no_space_is_a_cloud_error(what: str):
-    """A full or too small file system is the IaaS failing, not a bug: say so (the create
-    that called removes what it made)."""
-    try:
-        yield
-    except OverflowError:
-        raise CloudError(f"{what}: more than the file system can hold in one file") from None
-    except OSError as exc:
-        if exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
-            raise CloudError(f"{what}: {exc.strerror}") from None
-        raise
-
-
-def _allocate(path: Path, size: int, preallocate: bool) -> None:
-    """Give the file `size` bytes, keeping what it holds: sparse (a hole), or with its
-    blocks reserved."""
-    with _no_space_is_a_cloud_error(f"cannot allocate {size} bytes for {path.name}"):
-        fd = open_nofollow(path, os.O_RDWR)
-        try:
-            if size > os.fstat(fd).st_size:
-                os.ftruncate(fd, size)
-            if preallocate:
-                try:
-                    os.posix_fallocate(fd, 0, size)
-                except OSError as exc:
-                    if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                        raise
-                    # the file system cannot reserve blocks (some network file systems): sparse
-            reached("disk allocated")
-        finally:
-            os.close(fd)
-
-
-def _open_image(image_path: str):
-    """Open the stemcell image the director handed us; only a regular file will do (a FIFO
-    or a device would hang or never end)."""
-    try:
-        fd = os.open(image_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        raise CloudError(f"stemcell image '{image_path}' does not exist or is not a file") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise CloudError(f"stemcell image '{image_path}' does not exist or is not a file")
-    return os.fdopen(fd, "rb")
-
-
-def _copy_with_sha1(src, target: Path | None) -> tuple[str, int]:
-    """Copy to a new 0600 file: the image may be secret, whatever its source's mode. With
-    no target (a plan), only the digest and size."""
-    digest, size = hashlib.sha1(), 0
-    with _no_space_is_a_cloud_error("cannot copy the stemcell image"), \
-            (_new_file(target) if target is not None else contextlib.nullcontext()) as dst:
-        while chunk := src.read(MIB):
-            digest.update(chunk)
-            if dst is not None:
-                dst.write(chunk)
-            size += len(chunk)
-    reached("image copied")
-    return digest.hexdigest(), size
-
-
-def _sparse_copy(source: Path, target: Path) -> None:
-    """Copy only the data regions, keeping holes: a snapshot of a mostly empty 10 GiB disk
-    costs what the disk holds, not 10 GiB."""
-    with _no_space_is_a_cloud_error("cannot copy the disk"), \
-            os.fdopen(open_nofollow(source, os.O_RDONLY), "rb") as src, _new_file(target) as dst:
-        fd = src.fileno()
-        size = os.fstat(fd).st_size
-        offset = 0
-        while offset < size:
-            try:
-                start = os.lseek(fd, offset, os.SEEK_DATA)
-            except OSError:  # ENXIO: only a hole remains
-                break
-            end = os.lseek(fd, start, os.SEEK_HOLE)
-            src.seek(start)
-            dst.seek(start)
-            remaining = end - start
-            while remaining:
-                chunk = src.read(min(remaining, 4 * MIB))
-                dst.write(chunk)
-                remaining -= len(chunk)
-            offset = end
-        dst.truncate(size)
-    reached("snapshot copied")
