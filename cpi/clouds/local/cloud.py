@@ -118,7 +118,7 @@ class LocalCloud(Cloud):
         """Make a new resource under its lock, announced as pending first: if this process
         dies half way, the next create's sweep finds the entry with its lock free and
         removes what was made; if it fails, it removes what it made before raising."""
-        orphans.sweep(self)
+        orphans.sweep(self.store, self.delete_orphan)
         with self._lock(cid, *also_lock):
             self.store.add_pending(cid)
             try:

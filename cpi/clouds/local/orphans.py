@@ -16,26 +16,26 @@ has a complete record: `has_*` reports it and `delete_*` removes it, as any othe
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from cpi import plan
 from cpi.locks import collect_stale, held, try_locked
 
 from . import faults
-
-if TYPE_CHECKING:
-    from .cloud import LocalCloud
+from .store import Store
 
 log = logging.getLogger(__name__)
 
 
-def sweep(cloud: LocalCloud) -> None:
-    store = cloud.store
+def sweep(store: Store, delete: Callable[[str], None]) -> None:
+    """Remove what every dead create left. `delete(cid)` removes whatever exists under a
+    cid and takes the locks that needs (a VM's disks too): the cloud's to give, so that
+    this module needs nothing of the cloud but its store."""
     if plan.active is not None:  # the same finds, through a look that writes nothing
         for cid in store.pending():
             if not held(store.lock_dir, cid) and store.pending_path(cid).exists():
                 log.info("a create of %s was killed half way: the call would remove what it left", cid)
-                cloud.delete_orphan(cid)
+                delete(cid)
         return
     for cid in store.pending():
         with try_locked(store.lock_dir, cid) as free:
@@ -43,6 +43,6 @@ def sweep(cloud: LocalCloud) -> None:
         if not dead:
             continue  # its creator is still at work (or finished meanwhile)
         log.info("a create of %s was killed half way: removing what it left", cid)
-        cloud.delete_orphan(cid)
+        delete(cid)
     collect_stale(store.lock_dir)
     faults.collect_temp(store.root, store.lock_dir)
