@@ -4,7 +4,7 @@ Reads see the state dir as it is; writes (records, pending entries, IP reservati
 in memory on top of it, so a later read in the same call sees them, as it would in a real
 call, and nothing reaches the disk. New cids are placeholders. The file and process work
 (disk images, agent settings, VM processes) is skipped by the cloud itself
-(LocalCloud._effect); this only keeps the bookkeeping.
+(Session.effect, session.py); this only keeps the bookkeeping.
 """
 
 from __future__ import annotations
