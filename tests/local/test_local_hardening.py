@@ -272,4 +272,4 @@ def test_a_faults_count_write_killed_before_its_rename_is_swept(tmp_path):
     (cloud.store.root / ".faults.json.abc123.tmp").write_text("{}")
     cloud.create_disk(1, {}, None)
     assert sorted(os.listdir(cloud.store.root)) == sorted(["stemcells", "vms", "disks", "snapshots", "ips",
-                                                           "pending", "locks"])
+                                                           "pending", "locks", "format"])

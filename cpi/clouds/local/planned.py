@@ -10,6 +10,7 @@ call, and nothing reaches the disk. New cids are placeholders. The file and proc
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,10 @@ from pydantic import BaseModel
 
 from cpi.plan import Plan
 
+from . import layout
 from .store import KINDS, Store, canonical_ip
+
+log = logging.getLogger(__name__)
 
 
 class PlannedStore(Store):
@@ -33,6 +37,11 @@ class PlannedStore(Store):
         self._records: dict[tuple[type, str], BaseModel | None] = {}  # None: removed
         self._pending: dict[str, bool] = {}
         self._ips: dict[str, str | None] = {}  # canonical address -> owner (None: released)
+
+    def record_format(self) -> None:
+        """Nothing is recorded: the real call would (a later format is refused as by any
+        call, when the store is opened)."""
+        log.info("plan: the call would record the state dir's format %d", layout.FORMAT)
 
     def new_cid(self, kind: type[BaseModel]) -> str:  # type: ignore[override]
         return self.plan.placeholder(f"{KINDS[kind][2]}-")

@@ -7,6 +7,7 @@
     ips/<address>        one file per reserved manual-network IP (canonical form), holding its vm_cid
     pending/<cid>        a create in progress (see orphans.py)
     locks/               flock files while they are held (see cpi.locks)
+    format               the layout's version, `1` (see layout.py): a later one is refused
 
 Everything is private to the CPI's user: the root and its subdirectories are 0700 (and
 refused when another user could tamper with them), files 0600, opened without following
@@ -32,6 +33,8 @@ from cpi.errors import CpiError
 from cpi.failpoints import reached
 from cpi.files import atomic_write_bytes, atomic_write_json, read_json
 from cpi.private import open_nofollow, private_dir
+
+from . import layout
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -122,10 +125,20 @@ def canonical_ip(ip: str) -> str:
 class Store:
     def __init__(self, root: Path):
         self.root = private_dir(Path(root).expanduser(), STATE_DIR_SETTING)
+        # a later layout, or a format file that holds none, is refused before anything is
+        # made in it (layout.py)
+        found = layout.read(self.root)
         for sub in SUBDIRS:
             path = self.root / sub
             if not os.path.isdir(path) or os.path.islink(path):
                 private_dir(path, STATE_DIR_SETTING)
+        if found != layout.FORMAT:
+            self.record_format()
+
+    def record_format(self) -> None:
+        """Bring the state dir to this code's layout before anything reads it: a new one,
+        or one made by an older release (layout.py)."""
+        layout.upgrade(self.root, self.lock_dir)
 
     @property
     def lock_dir(self) -> Path:
