@@ -21,6 +21,7 @@ from typing import Any
 
 from cpi import plan
 from cpi.clouds import STEMCELL_FORMATS
+from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.models import Network, VMResources
 
@@ -79,66 +80,68 @@ class LocalCloud(Cloud):
         return inspect.check_cloud_config(self, items)
 
     # -- stemcells
-    def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:
-        return self._stemcells.create(image_path, cloud_properties, tags)
+    def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
+        return StemcellCid(self._stemcells.create(image_path, cloud_properties, tags))
 
-    def delete_stemcell(self, stemcell_cid: str) -> None:
+    def delete_stemcell(self, stemcell_cid: StemcellCid) -> None:
         self._stemcells.delete(stemcell_cid)
 
     # -- VMs
-    def create_vm(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, networks: dict[str, Network],
-                  disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
-        return self._vms.create(agent_id, stemcell_cid, cloud_properties, networks, disk_cids, env)
+    def create_vm(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict,
+                  networks: dict[str, Network], disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
+        vm_cid, vm_networks = self._vms.create(agent_id, stemcell_cid, cloud_properties, networks, disk_cids, env)
+        return VmCid(vm_cid), vm_networks
 
-    def delete_vm(self, vm_cid: str) -> None:
+    def delete_vm(self, vm_cid: VmCid) -> None:
         self._vms.delete(vm_cid)
 
-    def has_vm(self, vm_cid: str) -> bool:
+    def has_vm(self, vm_cid: VmCid) -> bool:
         return self._vms.exists(vm_cid)
 
-    def reboot_vm(self, vm_cid: str) -> None:
+    def reboot_vm(self, vm_cid: VmCid) -> None:
         self._vms.reboot(vm_cid)
 
-    def set_vm_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
+    def set_vm_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         self._vms.set_metadata(vm_cid, metadata)
 
     def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
         return self._vms.calculate_cloud_properties(resources)
 
-    def current_vm_id(self) -> str:
-        return self._vms.current_vm_id()
+    def current_vm_id(self) -> VmCid:
+        return VmCid(self._vms.current_vm_id())
 
     # -- disks
-    def create_disk(self, size: int, cloud_properties: dict, vm_cid: str | None) -> str:
-        return self._disks.create(size, cloud_properties, vm_cid)
+    def create_disk(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
+        return DiskCid(self._disks.create(size, cloud_properties, vm_cid))
 
-    def delete_disk(self, disk_cid: str) -> None:
+    def delete_disk(self, disk_cid: DiskCid) -> None:
         self._disks.delete(disk_cid)
 
-    def has_disk(self, disk_cid: str) -> bool:
+    def has_disk(self, disk_cid: DiskCid) -> bool:
         return self._disks.exists(disk_cid)
 
-    def resize_disk(self, disk_cid: str, new_size: int) -> None:
+    def resize_disk(self, disk_cid: DiskCid, new_size: int) -> None:
         self._disks.resize(disk_cid, new_size)
 
-    def update_disk(self, disk_cid: str, new_size: int, cloud_properties: dict) -> str | None:
-        return self._disks.update(disk_cid, new_size, cloud_properties)
+    def update_disk(self, disk_cid: DiskCid, new_size: int, cloud_properties: dict) -> DiskCid | None:
+        new_disk_cid = self._disks.update(disk_cid, new_size, cloud_properties)
+        return None if new_disk_cid is None else DiskCid(new_disk_cid)
 
-    def attach_disk(self, vm_cid: str, disk_cid: str) -> DiskHint:
+    def attach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> DiskHint:
         return self._disks.attach(vm_cid, disk_cid)
 
-    def detach_disk(self, vm_cid: str, disk_cid: str) -> None:
+    def detach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
         self._disks.detach(vm_cid, disk_cid)
 
-    def get_disks(self, vm_cid: str) -> list[str]:
-        return self._vms.disks(vm_cid)
+    def get_disks(self, vm_cid: VmCid) -> list[DiskCid]:
+        return [DiskCid(disk_cid) for disk_cid in self._vms.disks(vm_cid)]
 
-    def set_disk_metadata(self, disk_cid: str, metadata: dict[str, str]) -> None:
+    def set_disk_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
         self._disks.set_metadata(disk_cid, metadata)
 
     # -- snapshots
-    def snapshot_disk(self, disk_cid: str, metadata: dict[str, Any]) -> str:
-        return self._disks.snapshot(disk_cid, metadata)
+    def snapshot_disk(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
+        return SnapshotCid(self._disks.snapshot(disk_cid, metadata))
 
-    def delete_snapshot(self, snapshot_cid: str) -> None:
+    def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
         self._disks.delete_snapshot(snapshot_cid)
