@@ -22,32 +22,12 @@ from __future__ import annotations
 import difflib
 import re
 import typing
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from cpi.clouds.findings import Finding, Item, missing, references, suggest
 from cpi.logs import looks_secret, shown
-
-
-@dataclass
-class Finding:
-    path: str
-    problem: str
-    severity: str = "error"  # "error" | "warning" | "info"
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
-
-
-@dataclass
-class Item:
-    """One set of cloud_properties in the cloud-config, as a cloud's online check sees it."""
-
-    kind: str  # "vm_type", "vm_extension", "az", "disk_type", "network"
-    path: str  # the YAML path of the cloud_properties mapping
-    properties: dict[str, Any]
-    network_type: str | None = None  # for kind "network": manual, dynamic or vip
 
 
 SECTIONS = ("azs", "vm_types", "vm_extensions", "disk_types", "networks", "compilation")
@@ -275,7 +255,7 @@ class _Checker:
             if not isinstance(name, str):
                 self.add(f"{path}.{where}", f"must be a string, got {_type_name(name)}")
             elif name not in self.az_names:
-                self.add(f"{path}.{where}", f"unknown AZ '{name}'" + _suggest(name, self.az_names))
+                self.add(f"{path}.{where}", f"unknown AZ '{name}'" + suggest(name, self.az_names))
 
     def run(self, doc: dict) -> None:
         for path, entry in self.entries(doc, "azs"):
@@ -356,20 +336,13 @@ class _Checker:
         if "network" not in comp:
             self.add("compilation", "missing network")
         elif comp["network"] not in network_names:
-            self.add("compilation.network", f"unknown network {shown(comp['network'])}" + _suggest(comp["network"], network_names))
+            self.add("compilation.network", f"unknown network {shown(comp['network'])}" + suggest(comp["network"], network_names))
         if "vm_type" in comp and comp["vm_type"] not in vm_type_names:
-            self.add("compilation.vm_type", f"unknown vm_type {shown(comp['vm_type'])}" + _suggest(comp["vm_type"], vm_type_names))
+            self.add("compilation.vm_type", f"unknown vm_type {shown(comp['vm_type'])}" + suggest(comp["vm_type"], vm_type_names))
         if "az" in comp:
             self.az_refs("compilation", {"az": comp["az"]})
         if "cloud_properties" in comp:
             self.cloud_properties("vm_type", "compilation", comp)
-
-
-def _suggest(name: Any, known: set) -> str:
-    if not isinstance(name, str):
-        return ""
-    close = difflib.get_close_matches(name, sorted(k for k in known if isinstance(k, str)), n=1)
-    return f", did you mean {close[0]}?" if close else ""
 
 
 def check(doc: Any, cloud_class: type) -> tuple[list[Finding], list[Item]]:
@@ -403,42 +376,6 @@ def load_yaml(path: str) -> Any:
 
     with open(path, "rb") as handle:
         return yaml.safe_load(handle)
-
-
-# ---------------------------------------------------------------- helpers for the clouds' online checks
-
-VM_KINDS = ("vm_type", "vm_extension", "az")
-
-
-def references(items: list[Item], spec: dict[str, dict[str, str]]) -> dict[str, dict[str, list[str]]]:
-    """What the cloud_properties name, by resource kind: `spec` maps an item kind ("vm",
-    "network", "disk_type") to {property: resource kind}; the answer maps each resource kind
-    to {name: [YAML paths naming it]}. A property holding a list names each of its items."""
-    found: dict[str, dict[str, list[str]]] = {}
-    for item in items:
-        group = "vm" if item.kind in VM_KINDS else item.kind
-        for prop, resource in spec.get(group, {}).items():
-            value = item.properties.get(prop)
-            values = [(f"{item.path}.{prop}", value)] if isinstance(value, str) else []
-            if isinstance(value, list):
-                values = [(f"{item.path}.{prop}[{i}]", v) for i, v in enumerate(value) if isinstance(v, str)]
-            for path, name in values:
-                if name:
-                    found.setdefault(resource, {}).setdefault(name, []).append(path)
-    return found
-
-
-def missing(refs: dict[str, dict[str, list[str]]], resource: str, existing: set[str], what: str,
-            known: set[str] | None = None) -> list[Finding]:
-    """A finding for every path naming a `resource` not in `existing` (suggesting a close
-    name from `known`, default `existing`)."""
-    findings = []
-    for name, paths in refs.get(resource, {}).items():
-        if name in existing:
-            continue
-        for path in paths:
-            findings.append(Finding(path, f"{what} '{name}' does not exist" + _suggest(name, known if known is not None else existing)))
-    return findings
 
 
 __all__ = ["Finding", "Item", "check", "check_online", "missing", "model_findings", "load_yaml", "references"]

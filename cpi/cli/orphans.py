@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from cpi import errors, known
-from cpi.inventory import Resource
+from cpi.clouds.inventory import Resource
 
 from .client import Client
 from .cloud import Opened, fail, print_json

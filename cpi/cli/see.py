@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 
 from cpi import errors
-from cpi.inventory import KINDS, OFFERS, TAG_COLUMNS
+from cpi.clouds.inventory import KINDS, OFFERS
 
 from .cloud import Opened, fail, print_json
 
+#: The tags shown as columns, in this order (the rest stay in `tags`).
+TAG_COLUMNS = ("director_uuid", "agent_id", "deployment", "job", "index")
 SINGULAR = {"vm": "vms", "disk": "disks", "stemcell": "stemcells", "snapshot": "snapshots"}
 
 

@@ -15,7 +15,7 @@ from cpi.clouds.bosh import BoshCloud, DiskHint
 from cpi.errors import NotImplemented as CpiNotImplemented
 
 if TYPE_CHECKING:  # the operator's shapes: not on the start-up path of bin/cpi
-    from cpi.inventory import Offer, Resource
+    from cpi.clouds.inventory import Offer, Resource
 
 __all__ = ["Cloud", "DiskHint"]
 

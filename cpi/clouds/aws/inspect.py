@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from cpi.cloud_config import Finding, Item, missing, references
+from cpi.clouds.findings import Finding, Item, missing, references
 
 from . import errors
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cpi.inventory import Offer, Resource
+from cpi.clouds.inventory import Offer, Resource
 
 from .lookups import GONE
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import urllib.parse
 
-from cpi.cloud_config import Finding, Item, missing, references
+from cpi.clouds.findings import Finding, Item, missing, references
 
 from . import errors
 

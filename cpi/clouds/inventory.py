@@ -1,0 +1,70 @@
+"""What a cloud holds, as its operator interface answers it (`Cloud.inventory`, `show`,
+`available` in cpi/clouds/base.py).
+
+These shapes are part of the cloud contract, so they live beside it: every cloud builds
+them and the operator's commands (cpi/operator, cpi/cli) read them, and the arrow of
+imports may only point down to the clouds, never up from them to the operator.
+
+Salt Cloud drivers answer `list_nodes`, `show_instance` and `avail_*` in one shape per
+cloud; here every cloud answers in one shape for all: a `Resource` per VM, disk,
+stemcell or snapshot, carrying the tags BOSH sets (director_uuid, agent_id, deployment,
+job, index) so an operator can tell whose it is, and an `Offer` per image, size, zone or
+network a cloud-config may name. These are read-only: nothing here changes the IaaS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+#: What `Cloud.inventory` (`cpi list`, `cpi show`) and `Cloud.available` (`cpi avail`) take.
+KINDS = ("vms", "disks", "stemcells", "snapshots")
+OFFERS = ("images", "sizes", "zones", "networks")
+
+
+@dataclass
+class Resource:
+    kind: str  # vm | disk | stemcell | snapshot
+    cid: str
+    state: str  # as the cloud says: running, available, in-use, creating, ...
+    created_at: str | None = None  # ISO 8601, UTC
+    tags: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)  # size, attached_to, ips, image, ...
+
+    def age(self, now: datetime | None = None) -> str:
+        """`3d4h`, `5m`: how long ago it was made, for a table a person reads at a glance."""
+        if not self.created_at:
+            return "?"
+        try:
+            made = datetime.fromisoformat(self.created_at.replace("Z", "+00:00"))
+        except ValueError:
+            return "?"
+        if made.tzinfo is None:
+            made = made.replace(tzinfo=timezone.utc)
+        seconds = max(0, int(((now or datetime.now(timezone.utc)) - made).total_seconds()))
+        days, rest = divmod(seconds, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes = rest // 60
+        if days:
+            return f"{days}d{hours}h"
+        if hours:
+            return f"{hours}h{minutes}m"
+        return f"{minutes}m" if minutes else f"{seconds}s"
+
+    def wire(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Offer:
+    """Something a cloud-config may name: an image, a size (flavor, instance type), a zone,
+    a network or subnet."""
+
+    kind: str  # image | size | zone | network
+    name: str
+    id: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def wire(self) -> dict[str, Any]:
+        return asdict(self)
