@@ -1,6 +1,7 @@
-"""`cpi certify`: run the lifecycle scenario (cpi/certify.py) against the cloud a cpi.json
-names, with a progress bar, then a per-step table (or `--json`), and a guaranteed cleanup
-checked the way `cpi orphans` looks. Exit 0 only when every step passed and nothing is left."""
+"""`cpi certify`: run the lifecycle scenario (cpi/operator/certify.py) against the cloud a
+cpi.json names, with a progress bar, then a per-step table (or `--json`), and a guaranteed
+cleanup checked the way `cpi orphans` looks. Exit 0 only when every step passed and nothing
+is left."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import uuid
 from pathlib import Path
 
 from cpi import errors
-from cpi.certify import Certify, Journal, Report, Step
+from cpi.operator.certify import Certify, Journal, Report, Step
+from cpi.operator.orphans import find
 
 from .client import Client
 from .cloud import Opened, fail, print_json
-from .orphans import find
 from .usage import Formatter
 
 DEFAULT_NETWORKS = {"default": {"type": "dynamic", "cloud_properties": {}}}
@@ -75,7 +76,7 @@ def certify_command(args: argparse.Namespace) -> int:
         return fail("certify", exc)
     def finder(uuid_: str, stemcell_cid: str | None) -> list:
         look = Opened(args.config)
-        found = find(look, uuid_, set())
+        found = find(look.cloud, uuid_, set())
         found += [r for r in look.cloud.inventory("stemcells")
                   if r.cid == stemcell_cid or r.tags.get("director_uuid") == uuid_]
         return found

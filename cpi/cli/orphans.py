@@ -1,7 +1,6 @@
-"""`cpi orphans`: what a director's CPI made that the director no longer knows — VMs a
-killed create_vm left, disks and snapshots nobody deletes — found by the director_uuid
-the CPI tags everything with, and deleted (after confirmation) through bin/cpi, the same
-calls a director would make (so every deletion lands in the audit trail)."""
+"""`cpi orphans`: what a director's CPI made that the director no longer knows (found by
+cpi/operator/orphans.py), listed, and deleted (after confirmation) through bin/cpi, the
+same calls a director would make (so every deletion lands in the audit trail)."""
 
 from __future__ import annotations
 
@@ -9,16 +8,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from cpi import errors, known
+from cpi import errors
 from cpi.clouds.inventory import Resource
+from cpi.operator import known
+from cpi.operator.orphans import DELETERS, find
 
 from .client import Client
 from .cloud import Opened, fail, print_json
-
-#: What is looked at, and the CPI method that deletes each kind, in a safe order (a VM
-#: before the disks it may hold and the stemcell it was made from).
-DELETERS = {"vms": "delete_vm", "snapshots": "delete_snapshot", "disks": "delete_disk",
-            "stemcells": "delete_stemcell"}
 
 
 def add_parser(sub) -> None:
@@ -42,24 +38,6 @@ def add_parser(sub) -> None:
     p.set_defaults(func=orphans_command)
 
 
-def find(opened: Opened, director_uuid: str, known_cids: set[str]) -> list[Resource]:
-    """A disk attached to a VM is never an orphan by itself: it is a known VM's, or goes with
-    an orphaned VM (root and ephemeral volumes carry their VM's tags) and is released when
-    that VM is deleted. A snapshot of a disk the director knows is that disk's (the director
-    deletes it with the disk), not an orphan."""
-    found = []
-    for kind in DELETERS:
-        for resource in opened.cloud.inventory(kind):
-            if resource.tags.get("director_uuid") != director_uuid or resource.cid in known_cids:
-                continue
-            if kind == "disks" and resource.details.get("attached_to"):
-                continue
-            if kind == "snapshots" and (resource.details.get("disk") or resource.details.get("volume")) in known_cids:
-                continue
-            found.append(resource)
-    return found
-
-
 def orphans_command(args: argparse.Namespace) -> int:
     try:
         text = sys.stdin.read() if args.known == "-" else Path(args.known).read_text()
@@ -69,7 +47,7 @@ def orphans_command(args: argparse.Namespace) -> int:
         return 1
     try:
         opened = Opened(args.config)
-        found = find(opened, args.director_uuid, known_cids)
+        found = find(opened.cloud, args.director_uuid, known_cids)
     except errors.BoshError as exc:
         return fail("orphans", exc)
     if args.json and not args.delete:

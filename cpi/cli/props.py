@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
 def props(args: argparse.Namespace) -> int:
     from cpi.clouds import available, load_cloud
     from cpi.errors import CpiError
-    from cpi.reference import markdown
+    from cpi.operator.reference import markdown
 
     try:
         cloud = load_cloud(args.cloud)

@@ -31,7 +31,8 @@ def _fail(message: str) -> int:
 
 
 def validate(args: argparse.Namespace) -> int:
-    from cpi import cloud_config, config
+    from cpi import config
+    from cpi.operator import cloud_config
     from cpi.errors import BoshError
     from cpi.logs import Redactor
     from cpi.models import CallContext

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cpi.clouds.aws.cloud import AwsCloud
-from cpi.reference import markdown
+from cpi.operator.reference import markdown
 from tests.support.runner import ROOT
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cpi.certify import requests_in
+from cpi.operator.certify import requests_in
 from tests.support.runner import ROOT
 
 KINDS = ("vms", "disks", "snapshots", "stemcells")

@@ -172,7 +172,7 @@ def test_aws_online(moto_account, tmp_path):
 
 
 def test_a_cloud_without_online_checks_says_so():
-    from cpi.cloud_config import check_online
+    from cpi.operator.cloud_config import check_online
     from cpi.clouds.base import Cloud
     from cpi.errors import NotImplemented as CpiNotImplemented
 

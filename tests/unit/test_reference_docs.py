@@ -7,7 +7,7 @@ import pytest
 
 from cpi.clouds import BUILTIN, load_cloud
 from cpi.errors import CpiError
-from cpi.reference import markdown
+from cpi.operator.reference import markdown
 from tests.support.runner import ROOT
 
 
