@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Callable
 
 from pydantic import (
     AfterValidator,
@@ -29,6 +29,9 @@ from cpi.logs import shown
 from cpi.models import CallContext, Network, VMResources
 from cpi.raw_config import info_result
 from cpi.validation import describe
+
+if TYPE_CHECKING:
+    from cpi.opening import Opening
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +68,28 @@ ABSENT_ANSWERS = {"has_vm": False, "has_disk": False, "delete_vm": None, "delete
 
 @dataclass
 class Call:
+    """One call: the method, the caller's api_version, and the config opened for it
+    (cpi.opening), whose cloud is made only when a handler first asks for it."""
+
     method: str
     api_version: int
-    context: CallContext
-    config: Config
-    cloud_class: type[BoshCloud]
-    _cloud: BoshCloud | None = field(default=None, repr=False)
+    opening: Opening
+
+    @property
+    def context(self) -> CallContext:
+        return self.opening.context
+
+    @property
+    def config(self) -> Config:
+        return self.opening.config
+
+    @property
+    def cloud_class(self) -> type[BoshCloud]:
+        return self.opening.config.cloud_class
 
     @property
     def cloud(self) -> BoshCloud:
-        if self._cloud is None:
-            self._cloud = self.cloud_class(self.config.properties, self.config.agent, self.context)
-        return self._cloud
+        return self.opening.cloud
 
 
 METHODS: dict[str, Callable[..., Any]] = {}

@@ -93,16 +93,6 @@ def _json_kind(value: Any) -> str:
     return "null"
 
 
-def _refuse_a_plan_it_cannot_keep(cloud_class: Any) -> None:
-    """Under `cpi plan`, a cloud that does not declare `can_plan` would make its changes for
-    real while the plan reports none: refuse before it is built."""
-    from cpi import plan
-
-    if plan.active is not None and not getattr(cloud_class, "can_plan", False):
-        raise plan.Refused(f"the {cloud_class.name} cloud cannot withhold its writes (its class does not declare "
-                       f"can_plan), so `cpi plan` will not run it: nothing was called")
-
-
 def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
     """Everything between the bytes read and the result; raises the cpi.errors types."""
     from cpi import raw_config
@@ -128,23 +118,12 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
     from cpi import site_packages
 
     site_packages.enable()
-    from cpi import api, backoff, config
-    from cpi.models import CallContext
+    from cpi import api, config, opening
 
     if request.method == "info" and not request.arguments:
         return config.info(config_data)
-    context = CallContext.model_validate(request.context)
-    cfg = config.build(config_data, request.context)
-    _refuse_a_plan_it_cannot_keep(cfg.cloud_class)
-    backoff.configure(cfg.throttle)
-    call = api.Call(
-        method=request.method,
-        api_version=api_version,
-        context=context,
-        config=cfg,
-        cloud_class=cfg.cloud_class,
-    )
-    return api.dispatch(call, request.arguments)
+    ready = opening.open_cloud(config_data, request.context)
+    return api.dispatch(api.Call(method=request.method, api_version=api_version, opening=ready), request.arguments)
 
 
 LOG_LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}

@@ -8,23 +8,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cpi import backoff, config, errors
+from cpi import errors, opening
 from cpi.logs import Redactor
-from cpi.models import CallContext
+from cpi.raw_config import read_file
+
+
+def read_config(config_path: str | None) -> dict:
+    """cpi.json as read ({} without one: the local cloud's defaults); a relative path is
+    the operator's, and an error names the file by its absolute path."""
+    return read_file(str(Path(config_path).resolve()) if config_path else None)
 
 
 class Opened:
-    """A cloud and the redactor that knows its config's secrets: nothing an operator
-    command prints may show one."""
+    """A cloud, opened as the wire opens it (cpi.opening), and the redactor that knows its
+    config's secrets: nothing an operator command prints may show one."""
 
     def __init__(self, config_path: str | None):
-        raw = config.read_file(str(Path(config_path).resolve()) if config_path else None)
+        raw = read_config(config_path)
         self.redactor = Redactor()
         self.redactor.collect(raw)
-        cfg = config.build(raw)
-        backoff.configure(cfg.throttle)
-        self.plugin = cfg.plugin
-        self.cloud = cfg.cloud_class(cfg.properties, cfg.agent, CallContext(request_id="cpi-cli"))
+        ready = opening.open_cloud(raw, {"request_id": "cpi-cli"})
+        self.plugin = ready.config.plugin
+        self.cloud = ready.cloud
 
     def clean(self, value: Any) -> Any:
         return masked(value, self.redactor)

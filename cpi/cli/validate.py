@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 
 def add_parser(sub) -> None:
@@ -31,17 +30,19 @@ def _fail(message: str) -> int:
 
 
 def validate(args: argparse.Namespace) -> int:
-    from cpi import config
-    from cpi.operator import cloud_config
+    from cpi import opening
     from cpi.errors import BoshError
     from cpi.logs import Redactor
-    from cpi.models import CallContext
+    from cpi.operator import cloud_config
+
+    from .cloud import read_config
 
     try:
-        raw = config.read_file(str(Path(args.config).resolve()) if args.config else None)
-        cfg = config.build(raw)
+        raw = read_config(args.config)
+        ready = opening.open_cloud(raw, {"request_id": "cpi-validate"})  # the cloud is made only for --online
     except BoshError as exc:
         return _fail(exc.message)
+    cfg = ready.config
     try:
         doc = cloud_config.load_yaml(args.cloud_config)
     except OSError as exc:
@@ -54,10 +55,7 @@ def validate(args: argparse.Namespace) -> int:
     findings, items = cloud_config.check(doc, cfg.cloud_class)
     notes: list[str] = []
     if args.online:
-        from cpi import backoff
-
-        backoff.configure(cfg.throttle)
-        cloud = cfg.cloud_class(cfg.properties, cfg.agent, CallContext(request_id="cpi-validate"))
+        cloud = ready.cloud
         try:
             online = cloud_config.check_online(cloud, items)
         except BoshError as exc:

@@ -26,7 +26,7 @@ def warm_up(preload: list[str] = ()) -> None:
             logging.getLogger("cpi.warm").warning("preloading the %s cloud failed: %s", name, exc)
     import redis  # noqa: F401 - a call with throttle.redis_url imports it (~0.1 s)
 
-    from cpi import backoff, logbridge  # noqa: F401 - what every call imports, in the helper's memory
+    from cpi import backoff, logbridge, opening  # noqa: F401 - what every call imports, in the helper's memory
     for name, handler in api.METHODS.items():
         api._argument_model(name, handler)
     config.build({})  # the config models' validators, on the local cloud's defaults: nothing is made
