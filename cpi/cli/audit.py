@@ -10,13 +10,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from .output import short
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, name: str, help: str) -> None:
     p = sub.add_parser(
-        "audit", help="show the audit trail: every IaaS mutation the CPI made",
+        name, help=help,
         description="Read the audit trail (rotated files included, oldest first) of the cloud cpi.json names.",
         epilog="examples: cpi audit --config cpi.json --request-id cpi-123456;  "
                "cpi audit --config cpi.json --resource vol-0abc --since 2h --json",
@@ -98,11 +100,3 @@ def audit_command(args: argparse.Namespace) -> int:
         table.add_row(*(Text(cell) for cell in cells))  # Text: a "[...]" in a value is not markup
     Console().print(table)
     return 0
-
-
-def short(value: Any) -> str:
-    """A value as one JSON line of at most 120 characters, for a table cell."""
-    if value is None:
-        return ""
-    text = json.dumps(value, separators=(",", ":"))
-    return text if len(text) <= 120 else text[:117] + "..."

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 from .client import Client
+from .request import add_call_arguments, config_file, json_arguments
 
 EXAMPLES = """\
 examples:
@@ -22,48 +21,13 @@ the current directory, as is create_stemcell's image path. Exit status: 0 when t
 2 for a usage error."""
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("call", help="call one CPI method through bin/cpi and print the response",
+def add_parser(sub, name: str, help: str) -> None:
+    p = sub.add_parser(name, help=help,
                        description="Call one CPI method as a director does: one bin/cpi process, the environment\n"
                        "wiped to PATH, one JSON request on its stdin. Prints the response.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_call_arguments(p, "info, create_vm, has_disk")
     p.set_defaults(func=call)
-
-
-def add_call_arguments(p: argparse.ArgumentParser, examples: str) -> None:
-    """A CPI call's method, its JSON arguments, --config and --api-version (call, plan)."""
-    p.add_argument("method", help=f"a CPI method name, e.g. {examples}")
-    p.add_argument("arguments", nargs="*", help="each argument as JSON, e.g. '\"vm-1\"' or '{}'")
-    p.add_argument("--config", metavar="CPI_JSON", help="cpi.json (default: the local cloud with its defaults)")
-    p.add_argument("--api-version", type=int, default=2, metavar="N", help="the request's api_version (default: 2)")
-
-
-def json_arguments(command: str, method: str, texts: list[str]) -> list | None:
-    """Each argument parsed as JSON (None after printing the usage error); create_stemcell's
-    relative image path made the caller's (bin/cpi runs from "/")."""
-    arguments = []
-    for text in texts:
-        try:
-            arguments.append(json.loads(text))
-        except json.JSONDecodeError as exc:
-            print(f"cpi {command}: error: argument {text!r} is not JSON ({exc.msg}); quote strings: '\"vm-1\"'",
-                  file=sys.stderr)
-            return None
-    if method == "create_stemcell" and arguments and isinstance(arguments[0], str) and arguments[0] \
-            and not arguments[0].startswith("/"):
-        arguments[0] = str(Path(arguments[0]).absolute())
-    return arguments
-
-
-def config_file(command: str, given: str | None) -> Path | None:
-    """--config made absolute (None: the local cloud's defaults); raises SystemExit(2) when
-    there is no such file."""
-    config = Path(given).absolute() if given else None
-    if config is not None and not config.is_file():
-        print(f"cpi {command}: error: --config {given}: no such file", file=sys.stderr)
-        raise SystemExit(2)
-    return config
 
 
 def call(args: argparse.Namespace) -> int:

@@ -16,15 +16,16 @@ from cpi.operator.certify import Certify, Journal, Report, Step
 from cpi.operator.orphans import find
 
 from .client import Client
-from .cloud import Opened, fail, print_json
+from .cloud import Opened
+from .output import fail, print_json
 from .usage import Formatter
 
 DEFAULT_NETWORKS = {"default": {"type": "dynamic", "cloud_properties": {}}}
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, name: str, help: str) -> None:
     p = sub.add_parser(
-        "certify", help="run the whole lifecycle against a cloud account, then clean up everything it made",
+        name, help=help,
         description="What a director does to a CPI, step by step through bin/cpi (info, create_stemcell,\n"
                     "create_vm, disks, snapshots, resize, reboot, deletes), timed, with the IaaS requests\n"
                     "each step made. Everything the run made is deleted afterwards whatever happens, and\n"

@@ -1,16 +1,24 @@
-"""The selected cloud, opened in this process for the operator commands (which read the
-IaaS directly instead of going through bin/cpi), and what they print through."""
+"""The selected cloud, opened in this process for the operator commands that read the IaaS
+directly instead of going through bin/cpi (`cpi list`, `show`, `avail`, `orphans`,
+`certify`), opened as the wire opens it (cpi.opening)."""
 
 from __future__ import annotations
 
-import json
-import sys
+import argparse
 from pathlib import Path
 from typing import Any
 
-from cpi import errors, opening
+from cpi import opening
 from cpi.logs import Redactor
 from cpi.raw_config import read_file
+
+from .output import masked
+
+
+def add_cloud_options(p: argparse.ArgumentParser) -> None:
+    """--config and --json, as `cpi list`, `show` and `avail` take them."""
+    p.add_argument("--config", help="cpi.json (default: the local cloud with its defaults)")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
 
 
 def read_config(config_path: str | None) -> dict:
@@ -20,8 +28,8 @@ def read_config(config_path: str | None) -> dict:
 
 
 class Opened:
-    """A cloud, opened as the wire opens it (cpi.opening), and the redactor that knows its
-    config's secrets: nothing an operator command prints may show one."""
+    """A cloud and the redactor that knows its config's secrets: nothing an operator
+    command prints may show one."""
 
     def __init__(self, config_path: str | None):
         raw = read_config(config_path)
@@ -33,25 +41,3 @@ class Opened:
 
     def clean(self, value: Any) -> Any:
         return masked(value, self.redactor)
-
-
-def masked(value: Any, redactor: Redactor) -> Any:
-    """`value` with every known secret masked (for printing only; the IaaS is untouched and
-    the wire's results are never altered)."""
-    if isinstance(value, str):
-        return redactor.text(value)
-    if isinstance(value, dict):
-        return {masked(k, redactor): masked(v, redactor) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [masked(v, redactor) for v in value]
-    return value
-
-
-def fail(command: str, exc: errors.BoshError) -> int:
-    print(f"cpi {command}: error: {exc.message}", file=sys.stderr)
-    return 1
-
-
-def print_json(value: Any) -> None:
-    json.dump(value, sys.stdout, indent=2, sort_keys=True)
-    sys.stdout.write("\n")

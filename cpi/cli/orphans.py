@@ -14,12 +14,13 @@ from cpi.operator import known
 from cpi.operator.orphans import DELETERS, find
 
 from .client import Client
-from .cloud import Opened, fail, print_json
+from .cloud import Opened
+from .output import fail, print_json
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, name: str, help: str) -> None:
     p = sub.add_parser(
-        "orphans", help="find (and delete) what a director's CPI made that the director no longer knows",
+        name, help=help,
         description="Resources tagged with the director's UUID whose cid the director does not know.",
         epilog="the complete known set, for each deployment: bosh -d DEP instances --details --json >> known.json; "
                "then once: bosh disks --orphaned --json >> known.json; bosh stemcells --json >> known.json; "

@@ -14,7 +14,7 @@ import sys
 import uuid
 from typing import Any
 
-from .call import add_call_arguments, config_file, json_arguments
+from .request import add_call_arguments, config_file, json_arguments
 
 EXAMPLES = """\
 examples:
@@ -32,8 +32,8 @@ only the real call would make. Exit status: 0 when nothing would fail or be deni
 otherwise, 2 for a usage error."""
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("plan", help="show what a CPI call would change, changing nothing (AWS: each change dry-run)",
+def add_parser(sub, name: str, help: str) -> None:
+    p = sub.add_parser(name, help=help,
                        description="Run one CPI method with every read done and every write withheld, and print\n"
                        "what it would change. BOSH never runs this mode; only this command does.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -50,7 +50,7 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
     from cpi import errors, plan, rpc
     from cpi.logs import CallLog
 
-    from .cloud import masked
+    from .output import masked
 
     call_log = CallLog(log_stream if log_stream is not None else io.StringIO())
     context: dict[str, Any] = {"request_id": f"plan-{uuid.uuid4().hex[:8]}"}
@@ -146,7 +146,7 @@ def show(document: dict[str, Any]) -> None:
 
 
 def _cell(value: Any) -> str:
-    from .audit import short
+    from .output import short
 
     return value if isinstance(value, str) and len(value) <= 120 else short(value)
 

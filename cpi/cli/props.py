@@ -12,8 +12,8 @@ examples:
   cpi props openstack | less"""
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("props", help="print a cloud's config and cloud_properties reference (Markdown)",
+def add_parser(sub, name: str, help: str) -> None:
+    p = sub.add_parser(name, help=help,
                        description="Print a cloud's cpi.json properties and cloud_properties reference,\n"
                        "generated from its models (the docs/<cloud>.md files).",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)

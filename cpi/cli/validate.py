@@ -7,10 +7,10 @@ import json
 import sys
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, name: str, help: str) -> None:
     p = sub.add_parser(
-        "validate",
-        help="check a cloud-config's cloud_properties against the cloud (offline; --online: that what they name exists)",
+        name,
+        help=help,
         description="Check every azs, vm_types, vm_extensions, disk_types and networks entry of a BOSH "
         "cloud-config against the selected cloud's cloud_properties models, reporting every problem "
         "with its YAML path. Exit status 1 when anything is wrong, 0 when it is clean.",

@@ -20,8 +20,8 @@ __all__ = ["BuildResult", "ReleaseError", "build_release"]
 
 
 def __getattr__(name: str):
-    # Lazy, so that `cpi release --help` (cpi/cli.py imports cpi.release.cli) loads
-    # neither YAML nor the builder.
+    # Lazy, so that `cpi release --help` (which imports cpi.release.cli) loads neither
+    # YAML nor the builder.
     if name in ("BuildResult", "build_release"):
         from cpi.release import builder
 

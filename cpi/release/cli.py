@@ -1,9 +1,9 @@
 """`cpi release build|vendor`: the command line of the release builder.
 
 Usable three ways: `main(argv)` on its own (`python -m cpi.release build`), or hooked into
-the project CLI with `add_parser(subparsers)`, which adds `release` with its subcommands
-and sets `handler` (alias `func`) on the parsed arguments: `args.handler(args)` returns the
-exit status (a ReleaseError is printed as `cpi release: error: ...` and gives 1).
+the project CLI with `add_parser(subparsers, name, help)`, which adds `release` with its
+subcommands and sets `handler` (alias `func`) on the parsed arguments: `args.handler(args)`
+returns the exit status (a ReleaseError is printed as `cpi release: error: ...` and gives 1).
 """
 
 from __future__ import annotations
@@ -145,10 +145,11 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Hook `release` into a parent CLI's subparsers."""
-    parser = subparsers.add_parser("release", help="build this CPI's BOSH release (vendor, build)",
-                                   description=DESCRIPTION, epilog=EXAMPLES,
+def add_parser(subparsers, name: str = "release", help: str = "build this CPI's BOSH release (vendor, build)"
+               ) -> argparse.ArgumentParser:
+    """Hook `release` into a parent CLI's subparsers (`cpi`'s command table gives the name
+    and the one-line help)."""
+    parser = subparsers.add_parser(name, help=help, description=DESCRIPTION, epilog=EXAMPLES,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     return configure(parser)
 

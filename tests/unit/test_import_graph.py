@@ -104,3 +104,34 @@ def test_the_graph_sees_function_level_imports():
     modules = _modules()
     aws_cloud = _imports("cpi.clouds.aws.cloud", modules["cpi.clouds.aws.cloud"], modules)
     assert "cpi.clouds.aws.props" in aws_cloud
+
+
+def _in(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_imports_point_one_way():
+    """The human CLI (cpi.cli) on top, the operator's logic (cpi.operator) under it, the core
+    (the wire, api, config, the clouds, the kit) at the bottom: nothing imports upward, so
+    a cloud never needs the operator's code, nor the wire the CLI's."""
+    _, graph = _graph()
+    upward = []
+    for name, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            if _in(target, "cpi.cli") and not _in(name, "cpi.cli"):
+                upward.append(f"{name} -> {target}")
+            if _in(target, "cpi.operator") and not (_in(name, "cpi.cli") or _in(name, "cpi.operator")):
+                upward.append(f"{name} -> {target}")
+    assert not upward, "imports pointing up:\n" + "\n".join(upward)
+
+
+def test_no_command_module_imports_another():
+    """`cpi list` imports cpi.cli.list and no other command's module (the command table
+    imports the one that runs); what two commands share lives in a module of its own."""
+    from cpi.cli.commands import COMMANDS
+
+    _, graph = _graph()
+    commands = {c.module for c in COMMANDS}
+    crossing = [f"{name} -> {target}" for name in sorted(commands) for target in sorted(graph.get(name, ()))
+                if target in commands]
+    assert not crossing, "command modules importing each other:\n" + "\n".join(crossing)

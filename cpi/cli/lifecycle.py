@@ -18,8 +18,8 @@ examples:
   cpi lifecycle --state-dir ./demo    # keep the state where you can look at it"""
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("lifecycle", help="run a visible lifecycle on the embedded local cloud",
+def add_parser(sub, name: str, help: str) -> None:
+    p = sub.add_parser(name, help=help,
                        description="Stemcell, VM, disk, attach, snapshot, resize, detach and delete everything\n"
                        "on the embedded local cloud, each step one bin/cpi process as a director\n"
                        "runs it, showing what it did on disk.",

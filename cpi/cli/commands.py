@@ -1,0 +1,101 @@
+"""The commands of `cpi`, in the order `cpi --help` lists them: the one place a command is
+named. Each row says which module adds the command's parser and runs it, the heading it is
+listed under, its one-line help and the example lines the top-level help shows.
+
+A command's module is imported only when that command runs (pip's command table does the
+same): `cpi list ...` imports cpi.cli.list and no other command, and `cpi --help` imports
+none, as the top-level help needs nothing but this table. A module adds its parser with
+`add_parser(subparsers, name, help)`, taking its name and help from here.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+class Command:
+    """One row of the table."""
+
+    __slots__ = ("name", "module", "group", "help", "examples", "optional")
+
+    def __init__(self, name: str, module: str, group: str, help: str, examples: Sequence[str] = (),
+                 optional: bool = False):
+        self.name, self.module, self.group, self.help = name, module, group, help
+        self.examples = tuple(examples)
+        self.optional = optional  # listed only when its module is in this build
+
+
+TRY = "try the CPI"
+SEE = "see what the CPI manages"
+CHECK = "check before a deploy"
+REFERENCE = "reference and release"
+
+COMMANDS: tuple[Command, ...] = (
+    Command("lifecycle", "cpi.cli.lifecycle", TRY, "run a visible lifecycle on the embedded local cloud", [
+        "cpi lifecycle                                  # a whole lifecycle on the local cloud"]),
+    Command("call", "cpi.cli.call", TRY, "call one CPI method through bin/cpi and print the response", [
+        "cpi call info                                  # one CPI method, as a director calls it",
+        "cpi call --config cpi.json has_vm '\"vm-1234\"'  # relative paths are the current directory's"]),
+    Command("list", "cpi.cli.list", SEE, "list the VMs, disks, stemcells or snapshots the CPI made", [
+        "cpi list vms --config cpi.json                 # what the CPI made, with its BOSH tags"]),
+    Command("show", "cpi.cli.show", SEE, "show one VM, disk, stemcell or snapshot in detail"),
+    Command("avail", "cpi.cli.avail", SEE, "list the images, sizes, zones or networks a cloud-config may name"),
+    Command("orphans", "cpi.cli.orphans", SEE,
+            "find (and delete) what a director's CPI made that the director no longer knows", [
+                "cpi orphans --config cpi.json --director-uuid UUID --known known.json"]),
+    Command("audit", "cpi.cli.audit", SEE, "show the audit trail: every IaaS mutation the CPI made", [
+        "cpi audit --config cpi.json --since 2h         # every IaaS change, old and new"]),
+    Command("validate", "cpi.cli.validate", CHECK,
+            "check a cloud-config's cloud_properties against the cloud (offline; --online: that what they name "
+            "exists)", [
+                "cpi validate cloud-config.yml --config cpi.json --online"]),
+    Command("plan", "cpi.cli.plan", CHECK,
+            "show what a CPI call would change, changing nothing (AWS: each change dry-run)", [
+                "cpi plan create_disk 10240 '{\"type\": \"gp3\"}' --config cpi.json  # changes nothing"]),
+    Command("certify", "cpi.cli.certify", CHECK,
+            "run the whole lifecycle against a cloud account, then clean up everything it made", [
+                "cpi certify --config cpi.json --stemcell IMAGE --stemcell-properties '{...}'"]),
+    Command("props", "cpi.cli.props", REFERENCE, "print a cloud's config and cloud_properties reference (Markdown)", [
+        "cpi props aws                                  # every aws property and cloud_property"]),
+    Command("release", "cpi.release.cli", REFERENCE, "build this CPI's BOSH release (vendor, build)", [
+        "cpi release build                              # the BOSH release, from any directory"], optional=True),
+)
+
+
+def available() -> list[Command]:
+    """The table's commands this build has (an optional one's module may be left out)."""
+    return [c for c in COMMANDS if not c.optional or _present(c.module)]
+
+
+def _present(module: str) -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:  # its package is not there either
+        return False
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv` and run the command it names. The top-level parser knows every command
+    by name and help; only the named command's module is imported, to add its real parser
+    (argparse needs it to parse that command's options)."""
+    import importlib
+
+    from . import usage
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = argv[0] if argv and not argv[0].startswith("-") else None
+    commands = available()
+    parser, sub = usage.make_parser(commands)
+    for command in commands:
+        if command.name == chosen:
+            importlib.import_module(command.module).add_parser(sub, command.name, command.help)
+        else:
+            sub.add_parser(command.name, help=command.help)
+    args = parser.parse_args(argv)
+    return args.func(args)
