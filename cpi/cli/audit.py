@@ -1,19 +1,16 @@
-"""`cpi audit`: read the audit trail (every IaaS mutation the CPI made), filtered."""
+"""`cpi audit`: read the audit trail (every IaaS mutation the CPI made), filtered by
+cpi/operator/audit.py, as a table or JSON lines."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+
+from cpi.operator.audit import parse_since, select, trail_path
 
 from .output import short
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def add_parser(sub, name: str, help: str) -> None:
@@ -33,34 +30,8 @@ def add_parser(sub, name: str, help: str) -> None:
     p.set_defaults(func=audit_command)
 
 
-def parse_since(text: str, now: datetime | None = None) -> datetime:
-    now = now or datetime.now(timezone.utc)
-    match = _DURATION.fullmatch(text.strip().lower())
-    if match:
-        return now - timedelta(seconds=float(match.group(1)) * _SECONDS[match.group(2)])
-    try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"--since: '{text}' is neither an ISO 8601 time nor an age such as 30m, 2h or 7d") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
-def _time(entry: dict[str, Any]) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(entry.get("time", "")).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def trail_path(config_path: str | None) -> Path:
-    from cpi import audit, config
-
-    raw = config.read_file(str(Path(config_path).expanduser().resolve()) if config_path else None)
-    return audit.default_path(config.build(raw))
-
-
 def audit_command(args: argparse.Namespace) -> int:
-    from cpi import audit, errors
+    from cpi import errors
 
     try:
         path = Path(args.file).expanduser().resolve() if args.file else trail_path(args.config)
@@ -68,19 +39,7 @@ def audit_command(args: argparse.Namespace) -> int:
     except (errors.BoshError, ValueError) as exc:
         print(f"cpi audit: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
         return 2
-    entries = []
-    for entry in audit.read(path):
-        if args.request_id and entry.get("request_id") != args.request_id:
-            continue
-        if args.resource and entry.get("resource_id") != args.resource:
-            continue
-        if args.action and entry.get("action") != args.action:
-            continue
-        if since is not None:
-            when = _time(entry)
-            if when is None or when < since:
-                continue
-        entries.append(entry)
+    entries = select(path, request_id=args.request_id, resource=args.resource, action=args.action, since=since)
     if args.json:
         for entry in entries:
             sys.stdout.write(json.dumps(entry, sort_keys=False) + "\n")

@@ -10,9 +10,8 @@ from typing import Any
 
 from cpi import opening
 from cpi.logs import Redactor
+from cpi.operator.masking import masked
 from cpi.raw_config import read_file
-
-from .output import masked
 
 
 def add_cloud_options(p: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
-"""What the operator commands print through: JSON for scripts, one-line errors, table cells,
-and masking, so that nothing a command prints shows a secret its config holds."""
+"""What the operator commands print through: JSON for scripts, one-line errors, table cells
+(the masking of secrets is cpi.operator.masking, which a plan's answer needs too)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,6 @@ from typing import Any
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from cpi import errors
-    from cpi.logs import Redactor
-
-
-def masked(value: Any, redactor: Redactor) -> Any:
-    """`value` with every known secret masked (for printing only; the IaaS is untouched and
-    the wire's results are never altered)."""
-    if isinstance(value, str):
-        return redactor.text(value)
-    if isinstance(value, dict):
-        return {masked(k, redactor): masked(v, redactor) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [masked(v, redactor) for v in value]
-    return value
 
 
 def fail(command: str, exc: errors.BoshError) -> int:

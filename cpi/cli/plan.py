@@ -1,18 +1,14 @@
-"""`cpi plan`: what a CPI call would change, without changing anything (Salt's test=True).
-
-The call runs in this process through the same code as bin/cpi's (cpi.rpc.handle), with
-cpi.plan active: reads go to the cloud, mutations are described instead of made (on AWS,
-each is sent with DryRun=True so the plan also proves it is allowed), waits are noted.
-"""
+"""`cpi plan`: what a CPI call would change, without changing anything (Salt's test=True):
+the plan made by cpi/operator/plan.py, printed Salt-state style or as JSON."""
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import sys
-import uuid
 from typing import Any
+
+from cpi.operator.plan import make_plan
 
 from .request import add_call_arguments, config_file, json_arguments
 
@@ -42,50 +38,6 @@ def add_parser(sub, name: str, help: str) -> None:
     p.add_argument("--json", action="store_true", help="print the plan as one JSON document")
     p.add_argument("-v", "--verbose", action="store_true", help="print the call's log on stderr")
     p.set_defaults(func=plan_command)
-
-
-def make_plan(method: str, arguments: list[Any], config: str | None, *, director_uuid: str | None = None,
-              api_version: int = 2, log_stream: Any = None) -> dict[str, Any]:
-    """The plan of one call, as a JSON-ready document."""
-    from cpi import errors, plan, rpc
-    from cpi.logs import CallLog
-
-    from .output import masked
-
-    call_log = CallLog(log_stream if log_stream is not None else io.StringIO())
-    context: dict[str, Any] = {"request_id": f"plan-{uuid.uuid4().hex[:8]}"}
-    if director_uuid:
-        context["director_uuid"] = director_uuid
-    request = {"method": method, "arguments": arguments, "context": context, "api_version": api_version}
-    the_plan = plan.begin()
-    result, failure, complete = None, None, True
-    try:
-        result = rpc.handle(json.dumps(request).encode(), config, call_log)
-    except plan.Horizon:
-        complete = False
-    except plan.Refused:
-        raise  # no plan at all, not a plan of a failing call
-    except errors.BoshError as exc:
-        failure = exc.to_wire()
-    except Exception as exc:  # noqa: BLE001 - a bug in the planned call is reported like a failure
-        failure = rpc._unexpected(exc).to_wire()
-    finally:
-        plan.end()
-    redactor = call_log.redactor
-    if failure is not None:
-        failure["message"] = redactor.text(str(failure["message"]))
-    document = {
-        "method": method,
-        "request_id": context["request_id"],
-        "complete": complete,
-        "stopped_at": the_plan.horizon,
-        "would_return": masked(result, redactor) if failure is None and complete else None,
-        "would_fail": failure,
-        "denied": len(the_plan.denied()),
-        "mutations": len(the_plan.mutations),
-        "steps": the_plan.steps,
-    }
-    return document
 
 
 def plan_command(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """The operator's wing: what the human `cpi` does beyond parsing its command line and
 printing — certify a cloud account, check a cloud-config, read the cids a director knows,
-find orphans, generate the reference.
+find orphans, plan a call, query the audit trail, generate the reference.
 
 It sits on top of the core, never under it. cpi/cli imports this package; this package
 imports the core (config, the wire, the clouds' operator interface); nothing in the core
