@@ -12,22 +12,7 @@ from __future__ import annotations
 
 import sys
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-
-class Command:
-    """One row of the table."""
-
-    __slots__ = ("name", "module", "group", "help", "examples", "optional")
-
-    def __init__(self, name: str, module: str, group: str, help: str, examples: Sequence[str] = (),
-                 optional: bool = False):
-        self.name, self.module, self.group, self.help = name, module, group, help
-        self.examples = tuple(examples)
-        self.optional = optional  # listed only when its module is in this build
-
+from .usage import Command
 
 TRY = "try the CPI"
 SEE = "see what the CPI manages"

@@ -12,8 +12,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .commands import Command
-
 DESCRIPTION = """\
 The operator's side of the BOSH Python CPI. BOSH itself never runs this: a director or
 `bosh create-env` runs bin/cpi, one process per CPI call. `cpi` calls that same bin/cpi
@@ -25,6 +23,18 @@ MORE = "`cpi COMMAND --help` shows a command's options and examples."
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the description's and epilog's line breaks (they hold lists and examples)."""
+
+
+class Command:
+    """One row of the table."""
+
+    __slots__ = ("name", "module", "group", "help", "examples", "optional")
+
+    def __init__(self, name: str, module: str, group: str, help: str, examples: Sequence[str] = (),
+                 optional: bool = False):
+        self.name, self.module, self.group, self.help = name, module, group, help
+        self.examples = tuple(examples)
+        self.optional = optional  # listed only when its module is in this build
 
 
 def make_parser(commands: Sequence[Command]) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:

@@ -38,8 +38,8 @@ class Cloud(BoshCloud):
     # -- the operator's side (`cpi validate --online`): read-only, never called by BOSH
     def check_cloud_config(self, items: list) -> list:
         """Check that what a cloud-config's cloud_properties name exists (subnets, security
-        groups, flavors, ...), with read-only calls. `items` are cpi.cloud_config.Item (kind,
-        YAML path, cloud_properties); the answer is a list of cpi.cloud_config.Finding.
+        groups, flavors, ...), with read-only calls. `items` are cpi.clouds.findings.Item (kind,
+        YAML path, cloud_properties); the answer is a list of cpi.clouds.findings.Finding.
 
         A cloud with checks overrides this (the built-in ones keep theirs in their
         `inspect` module); one without (a third-party plugin, say) raises NotImplemented,

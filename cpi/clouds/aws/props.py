@@ -2,7 +2,7 @@
 
 Every key a user can write is here, with a description and its constraints; a bad value
 fails the call with an error naming the key and what is allowed (cpi.validation.parse).
-docs/aws.md is generated from these models (`cpi props aws`, through cpi.reference) and
+docs/aws.md is generated from these models (`cpi props aws`, through cpi.operator.reference) and
 a test keeps the two in step, so the docs cannot drift from what the code accepts.
 
 Limits AWS changes over time (gp3 IOPS ceilings, instance-type names) are left for EC2

@@ -3,7 +3,7 @@ and types) name nothing that could be missing, so there is nothing to ask."""
 
 from __future__ import annotations
 
-from cpi.cloud_config import Finding
+from cpi.clouds.findings import Finding
 
 
 def check_cloud_config(cloud, items) -> list[Finding]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import platform
 
-from cpi.inventory import Offer, Resource
+from cpi.clouds.inventory import Offer, Resource
 
 from . import process
 from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord
