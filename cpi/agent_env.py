@@ -10,8 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from cpi.models import AgentConfig
-from cpi.models import Network, dns_servers
+from cpi.models import AgentConfig, Network, dns_servers
 
 
 def settings(

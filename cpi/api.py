@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -157,7 +158,7 @@ def _bind(name: str, handler: Callable[..., Any], arguments: list[Any]) -> dict[
         count = f"{len(required)}" if len(required) == len(params) else f"{len(required)} to {len(params)}"
         raise errors.CpiError(f"{name} takes {count} arguments ({names}), got {len(arguments)}")
     model = _argument_model(name, handler)
-    values = dict(zip((p.name for p in params), arguments))
+    values = dict(zip((p.name for p in params), arguments, strict=False))  # optional ones may be left out
     try:
         parsed = model.model_validate(values)
     except ValidationError as exc:

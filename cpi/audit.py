@@ -27,7 +27,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +150,7 @@ def record(action: str, resource_id: Any, changes: dict[str, Any] | None = None,
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _entry(action: str, resource_id: Any, changes: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -197,7 +197,7 @@ def _clean(value: Any, redactor: logs.Redactor, limit: int | None, depth: int = 
     if isinstance(value, (list, tuple, set, frozenset)):
         items = list(value)
         if limit is not None and len(items) > limit:
-            items = items[:limit] + [f"... ({len(value)} in all)"]
+            items = [*items[:limit], f"... ({len(value)} in all)"]
         return [_clean(item, redactor, limit, depth + 1) for item in items]
     if isinstance(value, datetime):
         value = value.isoformat()

@@ -26,8 +26,8 @@ import logging
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from cpi.errors import CloudError
 from cpi.failpoints import reached

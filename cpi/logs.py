@@ -160,8 +160,7 @@ class Redactor:
         for form in forms:
             if form:
                 self._by_length.setdefault(len(form), set()).add(form)
-                if len(form) > self._longest:
-                    self._longest = len(form)
+                self._longest = max(self._longest, len(form))
 
     def collect(self, data: Any, secret_parent: bool = False) -> None:
         """Learn the secrets inside a config or request structure: values under secret-looking

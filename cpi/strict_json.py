@@ -74,7 +74,6 @@ class _Context:
     parse_float = staticmethod(_float)
     parse_int = staticmethod(_int)
     parse_constant = staticmethod(_constant)
-    memo: dict = {}
 
 
 _scan_once = None
@@ -102,7 +101,7 @@ def _scan(text: str, start: int):
         # The error path may pay for importing json: import it and scan again.
         if "json.decoder" in sys.modules:
             raise
-        import json.decoder  # noqa: F401
+        import json.decoder  # noqa: F401 - imported for the C scanner to find (above)
 
         return _scanner()(text, start)
 

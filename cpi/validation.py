@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from cpi.errors import CpiError
 from cpi import logs
+from cpi.errors import CpiError
 from cpi.logs import Redactor, looks_secret, shown
 
 #: Errors listed in one message; a list of a million bad items gets a short answer.
@@ -40,10 +40,7 @@ def describe(exc: ValidationError, prefix: str = "", label=None) -> str:
     redactor = logs.active if logs.active is not None else Redactor()
     for err in errors[:MAX_ERRORS]:
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        if label and loc:
-            where = _loc(label(loc[0]), loc[1:])
-        else:
-            where = _loc(prefix, loc)
+        where = _loc(label(loc[0]), loc[1:]) if label and loc else _loc(prefix, loc)
         where = redactor.text(where, limit=200)
         msg = redactor.text(err["msg"], limit=200)
         keys = [p for p in loc if isinstance(p, str)]

@@ -61,7 +61,7 @@ def available() -> list[str]:
 LOADED: list[str] = []
 
 
-def load_cloud(name: str) -> type["Cloud"]:
+def load_cloud(name: str) -> type[Cloud]:
     """The Cloud class registered as `name`, with a clear error when it is not there."""
     cloud = _load(name)
     if name not in LOADED:
@@ -69,7 +69,7 @@ def load_cloud(name: str) -> type["Cloud"]:
     return cloud
 
 
-def _load(name: str) -> type["Cloud"]:
+def _load(name: str) -> type[Cloud]:
     if name in BUILTIN:
         try:
             return _import(BUILTIN[name])

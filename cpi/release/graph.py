@@ -41,11 +41,11 @@ def compile_order(package_dependencies: Mapping[str, Sequence[str]]) -> list[str
         if state.get(package) == "done":
             return
         if state.get(package) == "visiting":
-            cycle = path[path.index(package) :] + [package]
+            cycle = [*path[path.index(package) :], package]
             raise ReleaseError(f"package dependency cycle: {' -> '.join(cycle)}")
         state[package] = "visiting"
         for dependency in sorted(package_dependencies.get(package, ())):
-            visit(dependency, path + [package])
+            visit(dependency, [*path, package])
         state[package] = "done"
         order.append(package)
 

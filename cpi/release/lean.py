@@ -123,7 +123,7 @@ def distribution_removals(site_packages: Path, unused=UNUSED_DISTRIBUTIONS) -> l
                 continue
             if path.is_file() or path.is_symlink():
                 found.append(path)
-        found += tops + [info]
+        found += [*tops, info]
     return found
 
 

@@ -216,7 +216,7 @@ class OpenStack:
         session = self.session()
         if self._tokens is not None and self._tokens.load(session.auth):
             log.debug("using the kept token")
-        self._call_with_retry(lambda: session.get_token(), "keystone token", idempotent=True,
+        self._call_with_retry(session.get_token, "keystone token", idempotent=True,
                               budget=min(30.0, self.properties.retry_budget_seconds))
         self._authenticated = True
         self.keep_token()
