@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,7 +166,7 @@ class Local(Section):
     deletes it, so every call acts on real state (a lock file, a record, a sparse file)."""
 
     title = "local cloud"
-    METHODS = ["has_vm", "create_disk", "attach_disk", "detach_disk", "delete_disk", "set_vm_metadata"]
+    METHODS = ("has_vm", "create_disk", "attach_disk", "detach_disk", "delete_disk", "set_vm_metadata")
 
     def __init__(self, checkouts: dict[str, Checkout], work: Path, create_vm_every: int):
         super().__init__()
@@ -192,13 +191,9 @@ class Local(Section):
     def round(self) -> None:
         for mode, cpi in self.checkouts.items():
             config, vm_cid = self.config, self.vm_cid
-            calls: list[tuple[str, Callable[[], tuple[float, object]]]] = [
-                ("has_vm", lambda: cpi.call(config, "has_vm", vm_cid)),
-                ("create_disk", lambda: cpi.call(config, "create_disk", 1024, {}, vm_cid)),
-            ]
             results = {}
-            for name, call in calls:
-                elapsed, results[name] = call()
+            for name, arguments in [("has_vm", (vm_cid,)), ("create_disk", (1024, {}, vm_cid))]:
+                elapsed, results[name] = cpi.call(config, name, *arguments)
                 self.rows_by[(name, mode)].times.append(elapsed)
             disk_cid = results["create_disk"]
             for name, arguments in [("attach_disk", (vm_cid, disk_cid)), ("detach_disk", (vm_cid, disk_cid)),

@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.aws import moto_env  # noqa: E402
-from tests.faults import directors  # noqa: E402
-from tests.faults.proxy import FaultProxy  # noqa: E402
-from tests.support import redis_server  # noqa: E402
+from tests.aws import moto_env
+from tests.faults import directors
+from tests.faults.proxy import FaultProxy
+from tests.support import redis_server
 
 
 def run(account, work: Path, count: int, workers: int, cycles: int, rate: float, redis_url: str | None):

@@ -48,9 +48,7 @@ def call(config: Path, method: str, *args, api_version: int = 2) -> tuple[float,
     doc = json.loads(proc.stdout)
     if doc["error"]:
         raise SystemExit(f"{method} failed: {doc['error']}\n{doc['log']}")
-    match = None
-    for match in REQUESTS.finditer(doc["log"]):
-        pass
+    match = [None, *REQUESTS.finditer(doc["log"])][-1]  # the last count the log gives
     requests = f"{match.group(1)} ({match.group(3)})" if match and match.group(3) else (match.group(1) if match else "0")
     return elapsed, doc["result"], requests
 

@@ -36,16 +36,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cpi.release.builder import build_release  # noqa: E402
-from cpi.release.definition import load_definition  # noqa: E402
-from cpi.release.vendor import (  # noqa: E402
+from cpi.release.builder import build_release
+from cpi.release.definition import load_definition
+from cpi.release.vendor import (
     add_python_source,
     host_platform,
     python_source_version,
     read_requirements,
     vendor_wheels,
 )
-from tests.release.support import (  # noqa: E402
+from tests.release.support import (
     compile_package,
     copy_project_release,
     fake_python_source,

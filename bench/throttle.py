@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.aws import moto_env  # noqa: E402
-from tests.faults.proxy import FaultProxy  # noqa: E402
-from tests.support.runner import Cpi  # noqa: E402
+from tests.aws import moto_env
+from tests.faults.proxy import FaultProxy
+from tests.support.runner import Cpi
 
 
 def run(account, n: int, rate: float, shared: bool, work: Path) -> dict:

@@ -46,8 +46,7 @@ class MotoServer:
         self.url = f"http://127.0.0.1:{self.port}"
         executable = Path(sys.executable).with_name("moto_server")
         argv = [str(executable)] if executable.exists() else [sys.executable, "-m", "moto.server"]
-        # open for the server's lifetime; closed in stop()
-        self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115
+        self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [*argv, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=self._log,

@@ -150,7 +150,7 @@ def test_decorator_form(monkeypatch):
     def describe(x):
         calls["n"] += 1
         if calls["n"] < 3:
-            raise TimeoutError()
+            raise TimeoutError
         return x * 2
 
     monkeypatch.setattr(retry.time, "sleep", clock.sleep)

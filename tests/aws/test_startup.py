@@ -100,7 +100,7 @@ def _endpoints(slim_models: bool) -> list:
                     auth = auth.decode() if isinstance(auth, bytes) else auth
                     seen["url"] = request.url
                     seen["scope"] = auth.split("Credential=")[1].split(",")[0].split("/", 2)[2]
-                    raise _Stop()
+                    raise _Stop
 
                 client.meta.events.register("before-send", capture)
                 with pytest.raises(_Stop):

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.support.runner import COLD_ENV, DIRECTOR_ENV, ROOT, bin_cpi_argv, check_envelope, imported_modules, run_raw
+from tests.support.runner import COLD_ENV, ROOT, bin_cpi_argv, check_envelope, imported_modules, run_raw
 
 #: Configs as a job template writes them, with secrets of the shapes that need escaped
 #: forms masked (an AWS secret key holds "/" and "+", an mbus URL a password).
@@ -61,10 +61,10 @@ def test_a_call_runs_site_once_it_needs_the_dependencies(tmp_path):
     doc, modules, _ = run_traced(path, {"method": "has_vm", "arguments": ["vm-1"], "context": {}})
     assert doc["error"] is None and doc["result"] is False, doc
     assert {"site", "pydantic"} <= modules
-    code = "import sys; sys.path.insert(0, sys.argv[1]); from cpi import site_packages; " \
-           "site_packages.enable(); import pydantic; print(sys.prefix); print(pydantic.__file__)"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from cpi import site_packages; "
+            "site_packages.enable(); import pydantic; print(sys.prefix); print(pydantic.__file__)")
     argv = bin_cpi_argv(None)
-    proc = subprocess.run(argv[:argv.index("-c") + 1] + [code, argv[-1]], capture_output=True, env=COLD_ENV,
+    proc = subprocess.run([*argv[:argv.index("-c") + 1], code, argv[-1]], capture_output=True, env=COLD_ENV,
                           cwd="/", timeout=60, check=True)
     prefix, pydantic_file = proc.stdout.decode().split()
     assert prefix == str(ROOT / ".venv") and pydantic_file.startswith(prefix + "/")
@@ -115,8 +115,8 @@ def test_a_context_field_of_the_wrong_type_is_named(context, words):
     ({"method": 5}, "invalid request: method: Input should be a valid string (got 5)"),
     ({"method": "info", "api_version": True}, "invalid request: api_version: Input should be a valid integer (got true)"),
     ({"method": "info", "api_version": 2.0}, "invalid request: api_version: Input should be a valid integer (got 2.0)"),
-    ({"method": None, "api_version": "2"}, "invalid request: method: Input should be a valid string (got null); "
-                                           "api_version: Input should be a valid integer (got '2')"),
+    ({"method": None, "api_version": "2"}, ("invalid request: method: Input should be a valid string (got null); "
+                                            "api_version: Input should be a valid integer (got '2')")),
 ])
 def test_an_envelope_field_of_the_wrong_type_is_named(request_, words):
     response = run_raw(json.dumps(request_).encode(), None)

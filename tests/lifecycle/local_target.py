@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import shutil
+import signal
 from pathlib import Path
 
 from tests.lifecycle.targets import Target

@@ -24,7 +24,7 @@ def stemcell(target):
 
 def new_vm(target, stemcell, networks=None, index=0):
     agent_id = f"agent-{uuid.uuid4()}"
-    vm_cid, networks_out = target.cpi(
+    vm_cid, _networks = target.cpi(
         "create_vm", agent_id, stemcell, target.vm_cloud_properties(),
         networks or target.manual_network(index), [], ENV,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
+from typing import ClassVar
 
 from tests.support.runner import DIRECTOR_ENV, ROOT, Cpi
 
@@ -79,7 +80,7 @@ def test_a_cloud_without_listing_says_so():
 
     class Bare(Cloud):
         name = "bare"
-        stemcell_formats = ["raw"]
+        stemcell_formats: ClassVar[list[str]] = ["raw"]
         Properties = NoProperties
 
     cloud = Bare(NoProperties(), AgentConfig(), CallContext())

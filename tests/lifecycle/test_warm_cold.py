@@ -55,7 +55,7 @@ def test_a_warm_call_answers_as_the_cold_one_on_every_cloud(target):
     start_helper(target.cpi.config_path)
     (cold, cold_took), (warm, warm_took) = disk_life(target, COLD_ENV), disk_life(target, WARM_ENV)
     assert len(cold) == len(warm)
-    for number, (c, w) in enumerate(zip(cold, warm)):
+    for number, (c, w) in enumerate(zip(cold, warm, strict=True)):
         assert c == w, f"call {number}:\ncold {c}\nwarm {w}"
     # made by the helper, not cold again: a cold call spends its own first ~0.1-0.4 s
     # importing pydantic, the models and the cloud's SDK, which the helper's workers have

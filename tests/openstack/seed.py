@@ -65,7 +65,7 @@ VOLUME_TYPE = 'cpi-fake'
 
 
 def log(msg):
-    print('%s [seed] %s' % (time.strftime('%H:%M:%S'), msg), file=sys.stderr, flush=True)
+    print(f'{time.strftime("%H:%M:%S")} [seed] {msg}', file=sys.stderr, flush=True)
 
 
 class Api:
@@ -92,8 +92,7 @@ class Api:
         r = self.sess.request(path, method, endpoint_filter=filt, headers=hdrs,
                               raise_exc=False, **args, **kw)
         if r.status_code not in ok:
-            raise RuntimeError('%s %s %s -> %s %s' % (service, method, path, r.status_code,
-                                                       r.text[:500]))
+            raise RuntimeError(f'{service} {method} {path} -> {r.status_code} {r.text[:500]}')
         if r.content and 'json' in r.headers.get('Content-Type', ''):
             return r.json()
         return None
@@ -118,21 +117,21 @@ def wait(what, fn, timeout=180, interval=0.5):
         if v:
             return v
         if time.time() - t0 > timeout:
-            raise RuntimeError('timed out waiting for %s (%s)' % (what, last))
+            raise RuntimeError(f'timed out waiting for {what} ({last})')
         time.sleep(interval)
 
 
 def one(items, what):
     if len(items) > 1:
-        raise RuntimeError('more than one %s: %s' % (what, items))
+        raise RuntimeError(f'more than one {what}: {items}')
     return items[0] if items else None
 
 
 # --------------------------------------------------------------------------- keystone
 def seed_keystone(admin, svc_password):
     def find(path, key, **params):
-        q = '&'.join('%s=%s' % kv for kv in params.items())
-        return one(admin.get('identity', '%s?%s' % (path, q))[key], path)
+        q = '&'.join(f'{k}={v}' for k, v in params.items())
+        return one(admin.get('identity', f'{path}?{q}')[key], path)
 
     def ensure(path, key, name_attrs, attrs=None):
         obj = find(path, key, **name_attrs)
@@ -140,7 +139,7 @@ def seed_keystone(admin, svc_password):
             body = dict(name_attrs)
             body.update(attrs or {})
             obj = admin.post('identity', path, {key[:-1]: body})[key[:-1]]
-            log('created %s %s' % (key[:-1], name_attrs))
+            log(f'created {key[:-1]} {name_attrs}')
         return obj
 
     default_domain = 'default'
@@ -152,14 +151,14 @@ def seed_keystone(admin, svc_password):
         if svc is None:
             svc = admin.post('identity', '/services',
                              {'service': {'name': name, 'type': stype, 'enabled': True}})['service']
-            log('created service %s' % name)
-        eps = admin.get('identity', '/endpoints?service_id=%s' % svc['id'])['endpoints']
+            log(f'created service {name}')
+        eps = admin.get('identity', f'/endpoints?service_id={svc["id"]}')['endpoints']
         have = {e['interface']: e for e in eps}
         for iface in ('public', 'internal', 'admin'):
             if iface in have and have[iface]['url'] == url:
                 continue
             if iface in have:
-                admin.req('identity', 'PATCH', '/endpoints/%s' % have[iface]['id'],
+                admin.req('identity', 'PATCH', f'/endpoints/{have[iface]["id"]}',
                           {'endpoint': {'url': url}})
             else:
                 admin.post('identity', '/endpoints', {'endpoint': {
@@ -172,10 +171,10 @@ def seed_keystone(admin, svc_password):
             user = admin.post('identity', '/users', {'user': {
                 'name': name, 'password': password, 'domain_id': default_domain,
                 'default_project_id': project_id}})['user']
-            log('created user %s' % name)
+            log(f'created user {name}')
         for r in role_names:
-            admin.req('identity', 'PUT', '/projects/%s/users/%s/roles/%s'
-                      % (project_id, user['id'], roles[r]), ok=(200, 201, 204))
+            admin.req('identity', 'PUT', f'/projects/{project_id}/users/{user["id"]}/roles/{roles[r]}',
+                      ok=(200, 201, 204))
         return user
 
     service_project = ensure('/projects', 'projects',
@@ -198,7 +197,7 @@ def ensure_compute_host(admin, state_dir, nova_manage):
     marker = os.path.join(state_dir, 'markers', 'nova-discover-hosts')
     if not os.path.exists(marker):
         log('mapping compute host into cell1 (discover_hosts)')
-        subprocess.run(nova_manage.split() + ['cell_v2', 'discover_hosts', '--by-service'],
+        subprocess.run([*nova_manage.split(), 'cell_v2', 'discover_hosts', '--by-service'],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         open(marker, 'w').close()
     hyp = wait('the fake compute host up', lambda: [
@@ -212,9 +211,9 @@ def purge_stale_servers(admin):
     servers = admin.get('compute', '/servers?all_tenants=1')['servers']
     if not servers:
         return
-    log('deleting %d server(s) left from before nova-compute restarted' % len(servers))
+    log(f'deleting {len(servers)} server(s) left from before nova-compute restarted')
     for s in servers:
-        admin.req('compute', 'DELETE', '/servers/%s' % s['id'], ok=(204, 404))
+        admin.req('compute', 'DELETE', f'/servers/{s["id"]}', ok=(204, 404))
     wait('stale servers to go', lambda: not admin.get('compute', '/servers?all_tenants=1')['servers']
          or None, timeout=120)
 
@@ -228,38 +227,38 @@ def ensure_flavors(admin):
             f = admin.post('compute', '/flavors', {'flavor': {
                 'name': name, 'vcpus': vcpus, 'ram': ram, 'disk': disk,
                 'OS-FLV-EXT-DATA:ephemeral': eph, 'os-flavor-access:is_public': True}})['flavor']
-            log('created flavor %s' % name)
+            log(f'created flavor {name}')
         out[name] = {'id': f['id'], 'vcpus': f['vcpus'], 'ram': f['ram'], 'disk': f['disk'],
                      'ephemeral': f.get('OS-FLV-EXT-DATA:ephemeral', 0)}
     return out
 
 
 def ensure_image(admin):
-    imgs = admin.get('image', '/v2/images?name=%s' % IMAGE_NAME)['images']
+    imgs = admin.get('image', f'/v2/images?name={IMAGE_NAME}')['images']
     for img in imgs:
         if img['status'] == 'active':
             return img
-        admin.req('image', 'DELETE', '/v2/images/%s' % img['id'], ok=(204, 404))
+        admin.req('image', 'DELETE', f'/v2/images/{img["id"]}', ok=(204, 404))
     img = admin.post('image', '/v2/images', {
         'name': IMAGE_NAME, 'disk_format': 'raw', 'container_format': 'bare',
         'visibility': 'public', 'min_disk': 0, 'min_ram': 0,
         'os_distro': 'ubuntu', 'hypervisor_type': 'fake', 'architecture': 'x86_64',
         'version': '1.0'})
-    admin.req('image', 'PUT', '/v2/images/%s/file' % img['id'], raw=b'\0' * (1024 * 1024),
+    admin.req('image', 'PUT', f'/v2/images/{img["id"]}/file', raw=b'\0' * (1024 * 1024),
               headers={'Content-Type': 'application/octet-stream'})
     img = wait('image active', lambda: (lambda i: i if i['status'] == 'active' else None)(
-        admin.get('image', '/v2/images/%s' % img['id'])))
-    log('created image %s' % IMAGE_NAME)
+        admin.get('image', f'/v2/images/{img["id"]}')))
+    log(f'created image {IMAGE_NAME}')
     return img
 
 
 def ensure_keypair(user, state_dir):
     key_file = os.path.join(state_dir, 'seed', KEYPAIR)
-    kp = user.req('compute', 'GET', '/os-keypairs/%s' % KEYPAIR, ok=(200, 404))
+    kp = user.req('compute', 'GET', f'/os-keypairs/{KEYPAIR}', ok=(200, 404))
     if kp and os.path.exists(key_file):
         return kp['keypair'], key_file
     if kp:
-        user.req('compute', 'DELETE', '/os-keypairs/%s' % KEYPAIR, ok=(202, 204, 404))
+        user.req('compute', 'DELETE', f'/os-keypairs/{KEYPAIR}', ok=(202, 204, 404))
     for f in (key_file, key_file + '.pub'):
         if os.path.exists(f):
             os.unlink(f)
@@ -268,13 +267,13 @@ def ensure_keypair(user, state_dir):
     with open(key_file + '.pub') as f:
         pub = f.read().strip()
     kp = user.post('compute', '/os-keypairs', {'keypair': {'name': KEYPAIR, 'public_key': pub}})
-    log('created keypair %s' % KEYPAIR)
+    log(f'created keypair {KEYPAIR}')
     return kp['keypair'], key_file
 
 
 def find_net(api, path, key, **params):
-    q = '&'.join('%s=%s' % kv for kv in params.items())
-    return one(api.get('network', '/v2.0/%s?%s' % (path, q))[key], path)
+    q = '&'.join(f'{k}={v}' for k, v in params.items())
+    return one(api.get('network', f'/v2.0/{path}?{q}')[key], path)
 
 
 def ensure_net(admin, path, key, find_attrs, attrs):
@@ -282,8 +281,8 @@ def ensure_net(admin, path, key, find_attrs, attrs):
     if obj is None:
         body = dict(find_attrs)
         body.update(attrs)
-        obj = admin.post('network', '/v2.0/%s' % path, {key[:-1]: body})[key[:-1]]
-        log('created %s %s' % (key[:-1], find_attrs.get('name', find_attrs)))
+        obj = admin.post('network', f'/v2.0/{path}', {key[:-1]: body})[key[:-1]]
+        log(f'created {key[:-1]} {find_attrs.get("name", find_attrs)}')
     return obj
 
 
@@ -301,15 +300,15 @@ def ensure_networks(admin, user, project_id):
     router = ensure_net(admin, 'routers', 'routers', {'name': ROUTER, 'project_id': project_id}, {
         'external_gateway_info': {'network_id': ext['id']}})
     if not (router.get('external_gateway_info') or {}).get('network_id'):
-        admin.req('network', 'PUT', '/v2.0/routers/%s' % router['id'],
+        admin.req('network', 'PUT', f'/v2.0/routers/{router["id"]}',
                   {'router': {'external_gateway_info': {'network_id': ext['id']}}})
-    ifaces = admin.get('network', '/v2.0/ports?device_id=%s&device_owner=network:router_interface'
-                       % router['id'])['ports']
+    ifaces = admin.get('network', f'/v2.0/ports?device_id={router["id"]}'
+                                  '&device_owner=network:router_interface')['ports']
     if not any(ip['subnet_id'] == sub['id'] for p in ifaces for ip in p['fixed_ips']):
-        admin.req('network', 'PUT', '/v2.0/routers/%s/add_router_interface' % router['id'],
+        admin.req('network', 'PUT', f'/v2.0/routers/{router["id"]}/add_router_interface',
                   {'subnet_id': sub['id']})
-        log('attached %s to %s' % (SUBNET, ROUTER))
-    router = admin.get('network', '/v2.0/routers/%s' % router['id'])['router']
+        log(f'attached {SUBNET} to {ROUTER}')
+    router = admin.get('network', f'/v2.0/routers/{router["id"]}')['router']
 
     # the project's "default" security group appears on first listing by the project
     user.get('network', '/v2.0/security-groups?name=default')
@@ -324,14 +323,14 @@ def ensure_networks(admin, user, project_id):
             rule.update({'direction': 'ingress', 'ethertype': 'IPv4',
                          'security_group_id': sg['id']})
             user.post('network', '/v2.0/security-group-rules', {'security_group_rule': rule})
-        log('created security group %s' % SECGROUP)
+        log(f'created security group {SECGROUP}')
 
-    fip = one(user.get('network', '/v2.0/floatingips?description=%s&floating_network_id=%s'
-                       % (FIP_DESCRIPTION, ext['id']))['floatingips'], 'floating ip')
+    fip = one(user.get('network', f'/v2.0/floatingips?description={FIP_DESCRIPTION}'
+                                  f'&floating_network_id={ext["id"]}')['floatingips'], 'floating ip')
     if fip is None:
         fip = user.post('network', '/v2.0/floatingips', {'floatingip': {
             'floating_network_id': ext['id'], 'description': FIP_DESCRIPTION}})['floatingip']
-        log('allocated floating IP %s' % fip['floating_ip_address'])
+        log(f'allocated floating IP {fip["floating_ip_address"]}')
     return ext, ext_sub, net, sub, router, sg, fip
 
 
@@ -343,7 +342,7 @@ def ensure_volume_type(admin):
             'name': VOLUME_TYPE, 'os-volume-type-access:is_public': True,
             'description': 'fake backend (cinder in-tree FakeLoggingVolumeDriver)',
             'extra_specs': {'volume_backend_name': 'fake'}}})['volume_type']
-        log('created volume type %s' % VOLUME_TYPE)
+        log(f'created volume type {VOLUME_TYPE}')
     wait('cinder-volume up', lambda: [
         s for s in admin.get('volumev3', '/os-services?binary=cinder-volume')['services']
         if s['state'] == 'up'], timeout=180)

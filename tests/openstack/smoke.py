@@ -33,9 +33,9 @@ def step(name):
     try:
         yield
     except Exception:
-        print('%-44s FAILED after %.2fs' % (name, time.time() - t), flush=True)
+        print(f'{name:<44} FAILED after {time.time() - t:.2f}s', flush=True)
         raise
-    print('%-44s %6.2fs' % (name, time.time() - t), flush=True)
+    print(f'{name:<44} {time.time() - t:6.2f}s', flush=True)
 
 
 def poll(what, fn, timeout=TIMEOUT, interval=0.2):
@@ -45,7 +45,7 @@ def poll(what, fn, timeout=TIMEOUT, interval=0.2):
         if v:
             return v
         if time.time() - t > timeout:
-            raise RuntimeError('timed out waiting for %s' % what)
+            raise RuntimeError(f'timed out waiting for {what}')
         time.sleep(interval)
 
 
@@ -118,7 +118,7 @@ def main():
         with step('attach -> in-use'):
             att = conn.compute.create_volume_attachment(server, volume_id=vol.id)
             vol = wait_volume(conn, vol.id, 'in-use')
-            print('    device=%s' % att.device)
+            print(f'    device={att.device}')
 
         with step('detach -> available'):
             conn.compute.delete_volume_attachment(server, vol.id)
@@ -141,7 +141,7 @@ def main():
             cleanup.append(('floating ip', lambda: conn.network.delete_ip(fip, ignore_missing=True)))
             fip = conn.network.update_ip(fip, port_id=port.id, fixed_ip_address=ip)
             assert fip.port_id == port.id and fip.fixed_ip_address == ip, fip
-            print('    %s -> %s (status %s)' % (fip.floating_ip_address, ip, fip.status))
+            print(f'    {fip.floating_ip_address} -> {ip} (status {fip.status})')
 
         with step('floating IP visible in server addresses'):
             poll('floating ip in addresses', lambda: any(
@@ -152,7 +152,7 @@ def main():
         with step('attach again, extend in-use (vol API 3.42)'):
             conn.compute.create_volume_attachment(server, volume_id=vol.id)
             wait_volume(conn, vol.id, 'in-use')
-            r = conn.block_storage.post('/volumes/%s/action' % vol.id,
+            r = conn.block_storage.post(f'/volumes/{vol.id}/action',
                                         json={'os-extend': {'new_size': 3}},
                                         microversion='3.42')
             assert r.status_code == 202, (r.status_code, r.text)
@@ -170,7 +170,7 @@ def main():
             big = poll('server ERROR', lambda: (lambda s: s if s.status == 'ERROR' else None)(
                 conn.compute.get_server(big.id)), timeout=TIMEOUT)
             assert big.fault and big.fault.get('message'), big.fault
-            print('    fault: %s %s' % (big.fault.get('code'), big.fault.get('message')))
+            print(f'    fault: {big.fault.get("code")} {big.fault.get("message")}')
 
         with step('delete everything'):
             while cleanup:
@@ -183,14 +183,14 @@ def main():
         for name, fn in reversed(cleanup):
             try:
                 fn()
-            except Exception as e:  # best effort on failure paths
-                print('cleanup of %s failed: %s' % (name, e), file=sys.stderr)
-    print('%-44s %6.2fs' % ('TOTAL', time.time() - T0))
+            except Exception as e:  # noqa: BLE001 - best effort on failure paths
+                print(f'cleanup of {name} failed: {e}', file=sys.stderr)
+    print(f'{"TOTAL":<44} {time.time() - T0:6.2f}s')
     print('smoke: 1 passed, 0 failed')
 
 
 def wait_volume(conn, vid, status):
-    return poll('volume %s' % status, lambda: (lambda v: v if v.status == status else None)(
+    return poll(f'volume {status}', lambda: (lambda v: v if v.status == status else None)(
         conn.block_storage.get_volume(vid)), interval=0.2)
 
 

@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 
 from tests.lifecycle.targets import Target
-from tests.support.config_files import read_json
 from tests.openstack import services
+from tests.support.config_files import read_json
 
 ENV = "CPI_LIFECYCLE_OPENSTACK_CONFIG"
 STATE_DIR = services.STATE_DIR

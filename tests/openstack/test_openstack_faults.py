@@ -14,7 +14,6 @@ import pytest
 
 from tests.faults.proxy import FaultProxy
 
-
 NOVA_REFUSES_DETACH = ("Invalid volume: Unable to detach volume. Volume status must be 'in-use' and "
                        "attach_status must be 'attached' to detach.")
 

@@ -211,7 +211,7 @@ def test_flavor_lookup_names_the_missing_flavor():
     api = FakeApi(FLAVORS)
     assert flavors.find(api, "m1.small")["id"] == "2"
     assert flavors.find(api, "4")["name"] == "m1.big"
-    with pytest.raises(VMCreationFailed, match="flavor 'm9.huge' not found.*m1.small") as caught:
+    with pytest.raises(VMCreationFailed, match=r"flavor 'm9\.huge' not found.*m1\.small") as caught:
         flavors.find(api, "m9.huge")
     assert caught.value.ok_to_retry is False
     with pytest.raises(VMCreationFailed, match="at least 8 GiB"):
@@ -351,7 +351,7 @@ def test_root_image_is_streamed_from_the_stemcell_tarball(tmp_path):
     with tarfile.open(empty, "w:gz") as tar:
         info = tarfile.TarInfo("other")
         tar.addfile(info, io.BytesIO(b""))
-    with pytest.raises(CloudError, match="without root.img"):
+    with pytest.raises(CloudError, match=r"without root\.img"):
         _RootImage(empty).size()
 
 

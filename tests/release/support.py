@@ -277,17 +277,22 @@ class RenderError(Exception):
     pass
 
 
+def _open_tar(archive: Path | bytes) -> tarfile.TarFile:
+    """An archive given as a path or as bytes, open for reading (any compression)."""
+    if isinstance(archive, bytes):
+        return tarfile.open(fileobj=io.BytesIO(archive), mode="r:*")
+    return tarfile.open(archive, mode="r:*")
+
+
 def members(archive: Path | bytes) -> dict[str, tarfile.TarInfo]:
     """name -> TarInfo of an archive (a path or bytes), in archive order. Directories end
     in "/" as `tar -t` shows them (tarfile strips it)."""
-    fileobj = io.BytesIO(archive) if isinstance(archive, bytes) else open(archive, "rb")
-    with fileobj, tarfile.open(fileobj=fileobj, mode="r:*") as tar:
+    with _open_tar(archive) as tar:
         return {info.name + ("/" if info.isdir() else ""): info for info in tar.getmembers()}
 
 
 def read_member(archive: Path | bytes, name: str) -> bytes:
-    fileobj = io.BytesIO(archive) if isinstance(archive, bytes) else open(archive, "rb")
-    with fileobj, tarfile.open(fileobj=fileobj, mode="r:*") as tar:
+    with _open_tar(archive) as tar:
         extracted = tar.extractfile(name)
         assert extracted is not None, f"{name} is not a file in the archive"
         return extracted.read()

@@ -88,7 +88,7 @@ def test_the_installed_cpi_imports_its_clouds(compiled):
 
 
 def test_what_create_env_installs_fits_the_goal(compiled):
-    packages, logs = compiled
+    packages, _logs = compiled
     sizes = {name: installed_size(packages / name)[0] for name in ("python3", "cpi")}
     total = sum(sizes.values()) / 1e6
     detail = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in sizes.items())

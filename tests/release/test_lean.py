@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -157,11 +158,11 @@ def services_the_code_uses() -> set[str]:
     found = set(session.SERVICES)
     for path, call in _calls(CODE):
         strings = _strings(call.args)
-        if _name(call.func) in ("create_client", "_make_client", "client", "create_nested_client") and strings[:1]:
-            if strings[0] and re.fullmatch(r"[a-z0-9-]+", strings[0]):
-                found.add(strings[0])
+        makes_client = _name(call.func) in ("create_client", "_make_client", "client", "create_nested_client")
+        if makes_client and strings[:1] and strings[0] and re.fullmatch(r"[a-z0-9-]+", strings[0]):
+            found.add(strings[0])
         if path in AWS_CODE:
-            for first, second in zip(strings, strings[1:]):
+            for first, second in pairwise(strings):
                 if first and second and re.fullmatch(r"[a-z0-9-]+", first) and CAMEL.match(second):
                     found.add(first)
     return found
@@ -245,7 +246,7 @@ def operations_the_code_calls(models: dict[str, dict]) -> set[tuple[str, str]]:
         strings = _strings(call.args)
         if _name(call.func) == "ec2" and strings[:1] and strings[0] and CAMEL.match(strings[0]):
             found.add(("ec2", strings[0]))
-        for first, second in zip(strings, strings[1:]):
+        for first, second in pairwise(strings):
             if first in lean.BOTOCORE_SERVICES and second and CAMEL.match(second):
                 found.add((first, second))
         func = call.func

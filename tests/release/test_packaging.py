@@ -212,8 +212,8 @@ def test_cpi_package_installs_the_runtime_offline(installation):
             str(venv_python),
             "-I",
             "-c",
-            "import json, cpi, pydantic_core, pydantic, tenacity, botocore.session, openstack.connection, yaml, "
-            "rich.console; print(json.dumps(cpi.__path__[0]))",
+            ("import json, cpi, pydantic_core, pydantic, tenacity, botocore.session, openstack.connection, yaml, "
+             "rich.console; print(json.dumps(cpi.__path__[0]))"),
         ],
         capture_output=True,
         text=True,

@@ -173,7 +173,7 @@ def test_every_spec_property_of_a_cloud_is_rendered_with_its_type(cpi_json, clou
 
 
 def test_plugin_is_required_with_a_clear_message(cpi_json):
-    with pytest.raises(RenderError, match="property cloud.plugin is required: one of aws, openstack, local"):
+    with pytest.raises(RenderError, match=r"property cloud\.plugin is required: one of aws, openstack, local"):
         cpi_json({"aws": {"region": "us-east-1"}})
 
 
@@ -210,13 +210,13 @@ def properties_model(cloud: str):
         from cpi.clouds import load_cloud
 
         return load_cloud(cloud).Properties
-    except Exception as exc:  # ImportError, a CpiError "not available", a half-written module...
+    except Exception as exc:  # noqa: BLE001 - ImportError, a CpiError "not available", a half-written module...
         reason = f"{type(exc).__name__}: {exc}"
     try:
         import importlib
 
         return getattr(importlib.import_module(f"cpi.clouds.{cloud}.props"), MODEL_CLASSES[cloud])
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever failed, the model is not there: skip, saying why
         pytest.skip(f"the {cloud} cloud's Properties model is not available yet ({reason})")
 
 
@@ -285,7 +285,7 @@ def test_rendered_config_passes_the_cpi_config_validation(cpi_json, cloud, tmp_p
 
     try:
         load_cloud(cloud)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever failed is named in the skip
         pytest.skip(f"the {cloud} cloud is not registered yet ({type(exc).__name__}: {exc})")
 
     properties = {
@@ -324,10 +324,9 @@ def install(tmp_path: Path, ruby: str, properties: dict, *, with_package: bool =
 
 
 def run_bin_cpi(root: Path, env: dict, stdin: str = '{"method":"info","arguments":[],"context":{}}'):
-    result = subprocess.run(
+    return subprocess.run(
         [str(root / "jobs/cpi/bin/cpi")], input=stdin, capture_output=True, text=True, env=env, cwd="/", timeout=60
     )
-    return result
 
 
 def invocation(package_dir: Path) -> tuple[list[str], dict[str, str], str]:

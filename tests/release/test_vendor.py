@@ -191,8 +191,8 @@ def test_vendored_requirements_are_the_locked_lines_with_the_hashes_of_the_wheel
 def test_a_wheel_the_lock_does_not_pin_is_refused(tmp_path):
     downloaded = lock_downloads(tmp_path)
     downloaded["linux-x86_64"].append(write(tmp_path / "dl/linux-x86_64/six-1.17.0-py2.py3-none-any.whl", "six"))
-    with pytest.raises(ReleaseError, match="six-1.17.0-py2.py3-none-any.whl, a version requirements.lock does not "
-                                           "pin.*run bin/lock"):
+    with pytest.raises(ReleaseError, match=r"six-1\.17\.0-py2\.py3-none-any\.whl, a version requirements\.lock does not "
+                                           r"pin.*run bin/lock"):
         vendor.locked_lines(downloaded, parse_lock(LOCK_TEXT))
 
 
@@ -226,7 +226,7 @@ def test_vendoring_downloads_the_locked_versions_only(project):
 
 
 def test_vendor_wheels_rejects_unknown_platforms(project):
-    with pytest.raises(ReleaseError, match="unknown platform.*windows-x86_64.*add a platform there"):
+    with pytest.raises(ReleaseError, match=r"unknown platform.*windows-x86_64.*add a platform there"):
         vendor.vendor_wheels(project, load_definition(project), ["windows-x86_64"], pip=lambda args, env: None)
 
 

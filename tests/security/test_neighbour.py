@@ -163,7 +163,7 @@ def test_a_setting_pointing_into_the_neighbours_directory_fails_clearly(world, s
     directory nor anything its links point at is touched."""
     theirs = world["shared"] / "cpi-state"
     key = f"aws-ec2-{REGION}-{endpoint_key(ENDPOINT)}"
-    plant(theirs, key_names(key) + [f"{VM_CID}.lock"], world)
+    plant(theirs, [*key_names(key), f"{VM_CID}.lock"], world)
     planted = {theirs: snapshot(theirs)}
     extra: dict = {}
     if setting == "throttle.state_dir":

@@ -15,14 +15,14 @@ class Listener:
         seen = self.seen = []
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):  # http.server's name
                 length = int(self.headers.get("Content-Length") or 0)
                 seen.append({**dict(self.headers), "body": self.rfile.read(length).decode(errors="replace")})
                 self.send_response(500)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            do_GET = do_POST  # noqa: N815
+            do_GET = do_POST
 
             def log_message(self, *args):
                 return

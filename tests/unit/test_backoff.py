@@ -162,7 +162,7 @@ def test_a_state_dir_others_can_write_is_refused(tmp_path):
     state_dir = tmp_path / "throttle"
     state_dir.mkdir()
     state_dir.chmod(0o777)
-    with pytest.raises(CpiError, match="cloud.properties.throttle.state_dir"):
+    with pytest.raises(CpiError, match=r"cloud\.properties\.throttle\.state_dir"):
         SharedLimiter("ec2", config(state_dir))
     assert list(state_dir.iterdir()) == []
 

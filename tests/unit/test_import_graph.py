@@ -75,10 +75,10 @@ def _cycle_through(start: str, graph: dict[str, set[str]], scope: str) -> list[s
             if not nxt.startswith(scope):
                 continue
             if nxt == start:
-                return trail + [start]
+                return [*trail, start]
             if nxt not in seen:
                 seen.add(nxt)
-                stack.append((nxt, trail + [nxt]))
+                stack.append((nxt, [*trail, nxt]))
     return None
 
 

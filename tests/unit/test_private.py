@@ -70,7 +70,7 @@ def test_nothing_is_created_below_a_parent_others_can_write(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)  # not sticky: anyone could rename what we make in there
-    with pytest.raises(NotPrivate, match="writable by other users .* not sticky"):
+    with pytest.raises(NotPrivate, match=r"writable by other users .* not sticky"):
         private_dir(shared / "x" / "y", WHAT)
     assert list(shared.iterdir()) == []
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.parse
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cpi import errors, strict_json
+from cpi import errors, logs, strict_json
 from cpi.logs import MASK, Redactor, looks_secret, shown
 
 
@@ -107,7 +111,7 @@ def test_strict_json_refuses(raw, words):
 
 
 def test_strict_json_accepts_what_the_director_sends():
-    assert strict_json.loads('{"a": [1, 2.5, "\\ud83d\\ude00", null, true]}'.encode(), "x") == \
+    assert strict_json.loads(b'{"a": [1, 2.5, "\\ud83d\\ude00", null, true]}', "x") == \
         {"a": [1, 2.5, "\U0001F600", None, True]}
     with pytest.raises(ValueError):
         strict_json.dumps({"a": float("nan")})
@@ -117,14 +121,6 @@ def test_strict_json_accepts_what_the_director_sends():
 #
 # cpi.logs is on `info`'s path and must not import `re` (issue #12): its patterns are spelt
 # out with str methods. These are the patterns they stand for, checked against them.
-
-import re  # noqa: E402
-import urllib.parse  # noqa: E402
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from cpi import logs  # noqa: E402
 
 WORDS = re.compile(r"[A-Za-z][a-z0-9]*|[0-9]+")
 SECRET_HINT = re.compile(r"pass|pwd|secret|token|key|cred|auth|cookie|pem|sign|psk", re.IGNORECASE)

@@ -7,9 +7,8 @@ from pydantic import BaseModel, SecretStr
 
 from cpi import errors
 from cpi.agent_env import settings, user_data
-from cpi.models import AgentConfig
 from cpi.logs import Redactor
-from cpi.models import CallContext, Network
+from cpi.models import AgentConfig, CallContext, Network
 from cpi.validation import parse
 
 
@@ -105,8 +104,8 @@ def test_context_overrides_credentials_and_region_but_never_paths():
 def test_known_cids_from_every_shape_bosh_cli_prints():
     from cpi.operator.known import parse
 
-    vms = '{"Tables": [{"Content": "vms", "Rows": [{"instance": "web/0", "vm_cid": "i-1", "disk_cids": "vol-1, vol-2"},' \
-          ' {"instance": "web/1", "vm_cid": "-"}], "Notes": ["i-9"]}], "Blocks": null, "Lines": ["i-8"]}'
+    vms = ('{"Tables": [{"Content": "vms", "Rows": [{"instance": "web/0", "vm_cid": "i-1", "disk_cids": "vol-1, vol-2"},'
+           ' {"instance": "web/1", "vm_cid": "-"}], "Notes": ["i-9"]}], "Blocks": null, "Lines": ["i-8"]}')
     disks = '{"Tables": [{"Content": "disks", "Rows": [{"disk_cid": "vol-9", "size": "10 GiB"}]}]}'
     assert parse(vms + "\n" + disks) == {"i-1", "vol-1", "vol-2", "vol-9"}
     assert parse('["vm-a", "disk-b"]') == {"vm-a", "disk-b"}
