@@ -38,7 +38,8 @@ PYTHON = str(ROOT / ".venv" / "bin" / "python")
 def run_cpi(config: Path, method: str, *arguments) -> tuple[dict, float, float]:
     """One bin/cpi process: (response, wall seconds, CPU seconds of the child)."""
     request = {"method": method, "arguments": list(arguments), "api_version": 2,
-               "context": {"director_uuid": "bench", "request_id": "cpi-000001", "vm": {"stemcell": {"api_version": 2}}}}
+               "context": {"director_uuid": "bench", "request_id": "cpi-000001",
+                           "vm": {"stemcell": {"api_version": 2}}}}
     before = os.times()
     started = time.perf_counter()
     proc = subprocess.run([str(BIN_CPI), str(config)], input=json.dumps(request).encode(), capture_output=True,

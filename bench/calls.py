@@ -216,7 +216,8 @@ class Local(Section):
 NAIVE_BOTO3 = """\
 import sys, boto3
 endpoint, key_id, secret, instance_id = sys.argv[1:]
-ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=endpoint, aws_access_key_id=key_id, aws_secret_access_key=secret)
+ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=endpoint, aws_access_key_id=key_id,
+                   aws_secret_access_key=secret)
 found = ec2.describe_instances(Filters=[{"Name": "instance-id", "Values": [instance_id]}])["Reservations"]
 print(bool(found))
 """
@@ -295,8 +296,9 @@ def report(sections: list[Section], floor: float) -> None:
             if not row.times:
                 continue
             median = statistics.median(row.times)
-            print(f"{section.title:22s} {row.name:28s} {row.mode:5s} {median * 1000:7.1f}ms {min(row.times) * 1000:7.1f}ms "
-                  f"{median / floor:7.2f}x  {len(row.times)}" + (f"   ({row.note})" if row.note else ""))
+            print(f"{section.title:22s} {row.name:28s} {row.mode:5s} {median * 1000:7.1f}ms "
+                  f"{min(row.times) * 1000:7.1f}ms {median / floor:7.2f}x  {len(row.times)}"
+                  + (f"   ({row.note})" if row.note else ""))
 
 
 def importtime(checkout: Checkout, config: Path, method: str, *arguments) -> None:
@@ -323,7 +325,8 @@ def importtime(checkout: Checkout, config: Path, method: str, *arguments) -> Non
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=15, help="rounds (calls per case and mode)")
-    parser.add_argument("--aws", action="store_true", help="add has_vm against a moto server and the naive boto3 script")
+    parser.add_argument("--aws", action="store_true",
+                        help="add has_vm against a moto server and the naive boto3 script")
     parser.add_argument("--openstack", action="store_true",
                         help="add has_vm against the loopback OpenStack services (root; starts them if needed)")
     parser.add_argument("--imports", action="store_true", help="print the slowest imports of info and has_vm")
@@ -379,7 +382,8 @@ def main() -> int:
         aws = next(section for section in sections if isinstance(section, Aws))
         naive = statistics.median(aws.naive.times)
         for mode, row in aws.has_vm.items():
-            print(f"aws has_vm ({mode}) is {naive / statistics.median(row.times):.2f}x faster than the naive boto3 script")
+            print(f"aws has_vm ({mode}) is {naive / statistics.median(row.times):.2f}x faster "
+                  "than the naive boto3 script")
     else:
         print("aws (moto): skipped (--aws to run it)")
     if args.openstack:

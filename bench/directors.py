@@ -78,7 +78,8 @@ def main() -> int:
             file, shared = results[(top, "file")], results[(top, "redis")]
             ratio = shared.wall / shared.ideal(args.rate)
             fewer = file.throttled / shared.throttled if shared.throttled else float("inf")
-            print(f"at {top} directors, redis: wall {ratio:.2f}× ideal (goal ≤ 1.3: {'met' if ratio <= 1.3 else 'not met'});"
+            print(f"at {top} directors, redis: wall {ratio:.2f}× ideal "
+                  f"(goal ≤ 1.3: {'met' if ratio <= 1.3 else 'not met'});"
                   f" {fewer:.1f}× fewer throttled answers than the file store (goal ≥ 3: "
                   f"{'met' if fewer >= 3 else 'not met'})")
         print(f"load {os.getloadavg()[0]:.2f} at the end ({time.strftime('%H:%M:%S')})")

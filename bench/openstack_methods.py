@@ -49,7 +49,9 @@ def call(config: Path, method: str, *args, api_version: int = 2) -> tuple[float,
     if doc["error"]:
         raise SystemExit(f"{method} failed: {doc['error']}\n{doc['log']}")
     match = [None, *REQUESTS.finditer(doc["log"])][-1]  # the last count the log gives
-    requests = f"{match.group(1)} ({match.group(3)})" if match and match.group(3) else (match.group(1) if match else "0")
+    requests = "0"
+    if match is not None:
+        requests = f"{match.group(1)} ({match.group(3)})" if match.group(3) else match.group(1)
     return elapsed, doc["result"], requests
 
 
@@ -81,7 +83,8 @@ def main() -> int:
         counts[method] = requests
         return result
 
-    _, stemcell, _ = call(config, "create_stemcell", "", {"name": "bench", "version": "1", "image_id": env["image"]["id"]})
+    _, stemcell, _ = call(config, "create_stemcell", "",
+                          {"name": "bench", "version": "1", "image_id": env["image"]["id"]})
     for _ in range(args.n):
         timed("info")
         vm_cid = timed("create_vm", f"agent-{uuid.uuid4()}", stemcell, vm_props, networks, [], {})[0]

@@ -67,7 +67,8 @@ def main() -> int:
     try:
         account = moto_env.seed(server.url)
         print(f"{args.n} parallel create_vm+delete_vm cycles, EC2 limited to {args.rate:g} requests/s")
-        print(f"{'mode':18s} {'wall s':>7s} {'ideal s':>8s} {'ratio':>6s} {'throttled':>10s} {'requests':>9s} {'failed':>7s}")
+        print(f"{'mode':18s} {'wall s':>7s} {'ideal s':>8s} {'ratio':>6s} {'throttled':>10s} {'requests':>9s} "
+              f"{'failed':>7s}")
         for shared in (False, True):
             r = run(account, args.n, args.rate, shared, work)
             mode = "shared backoff" if shared else "each on its own"

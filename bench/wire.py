@@ -62,7 +62,8 @@ def main() -> int:
     sizes = [s for s in (10_000, 100_000, 1_000_000, 10_000_000) if s <= args.max_mb * 1_000_000]
     work = Path(tempfile.mkdtemp(prefix="bench-wire-"))
     config = work / "cpi.json"
-    config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {"state_dir": str(work / "state")}}}}))
+    config.write_text(json.dumps({"cloud": {"plugin": "local",
+                                            "properties": {"local": {"state_dir": str(work / "state")}}}}))
     bin_cpi = args.checkout / "bin" / "cpi"
     print(f"{bin_cpi}: median of {args.runs} runs per request")
     print(f"{'shape':<24} {'bytes':>10} {'median s':>9} {'ratio':>7}")

@@ -114,7 +114,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     build.add_argument("--release-dir", default=None, metavar="DIR", help=RELEASE_DIR_HELP)
-    build.add_argument("--out", default=None, metavar="DIR", help="output directory (default: <release-dir>/dev_releases)")
+    build.add_argument("--out", default=None, metavar="DIR",
+                       help="output directory (default: <release-dir>/dev_releases)")
     build.add_argument("--tarball", default=None, metavar="PATH", help="exact output path (overrides --out)")
     build.add_argument("--version", default=None, metavar="V", help="release version (default: release.yml's)")
     build.set_defaults(handler=_guarded(_build), func=_guarded(_build))

@@ -258,7 +258,8 @@ def nitro_vm(cpi, stemcell, ips, account):
 @pytest.fixture(scope="module")
 def xen_vm(cpi, stemcell, ips, account):
     """t2.micro (no NVMe); security groups from the network, over the default."""
-    vm_cid, _ = cpi("create_vm", "agent-xen", stemcell, {"instance_type": "t2.micro", "availability_zone": moto_env.ZONE},
+    vm_cid, _ = cpi("create_vm", "agent-xen", stemcell,
+                    {"instance_type": "t2.micro", "availability_zone": moto_env.ZONE},
                     ips.network(security_groups=[account.extra_group_id]), [], {})
     yield vm_cid
     cpi("delete_vm", vm_cid)
@@ -417,7 +418,8 @@ def test_light_stemcell_for_another_region_is_an_error(cpi):
 
 def test_light_stemcell_copied_encrypted_when_asked(make_cpi, account, ec2):
     encrypting = make_cpi(encrypted=True)
-    image_id = encrypting("create_stemcell", "", {"name": "s", "version": "9", "ami": {moto_env.REGION: account.ami_id}},
+    image_id = encrypting("create_stemcell", "",
+                          {"name": "s", "version": "9", "ami": {moto_env.REGION: account.ami_id}},
                           {"tags": {"team": "cpi"}}, api_version=3)
     assert image_id.startswith("ami-") and not image_id.endswith(" light") and image_id != account.ami_id
     copied = ec2.describe_images(ImageIds=[image_id])["Images"][0]

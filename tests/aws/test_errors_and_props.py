@@ -93,7 +93,8 @@ def test_vm_type_defaults_and_errors():
     vm = parse(VMCloudProperties, {"instance_type": "m6i.large"}, "vm_type cloud_properties")
     assert vm.ephemeral_disk.size is None and vm.source_dest_check is True and vm.tenancy == "default"
     with pytest.raises(CpiError) as err:
-        parse(VMCloudProperties, {"instance_type": "m6i.large", "ephemeral_disk": {"type": "gp9"}}, "vm_type cloud_properties")
+        parse(VMCloudProperties, {"instance_type": "m6i.large", "ephemeral_disk": {"type": "gp9"}},
+              "vm_type cloud_properties")
     assert "ephemeral_disk.type" in err.value.message and "'gp3'" in err.value.message and "gp9" in err.value.message
     with pytest.raises(CpiError) as err:
         parse(VMCloudProperties, {}, "vm_type cloud_properties")

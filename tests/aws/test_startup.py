@@ -27,7 +27,8 @@ def run_importtime(config_path: Path, request: dict) -> tuple[dict, set[str]]:
         input=json.dumps(request).encode(), capture_output=True, env=COLD_ENV, cwd="/", check=False,
     )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
-    modules = {m.group(1).strip() for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|(.*)$", proc.stderr.decode(), re.MULTILINE)}
+    modules = {m.group(1).strip() for m in re.finditer(r"^import time:\s+\d+ \|\s+\d+ \|(.*)$", proc.stderr.decode(),
+                                                       re.MULTILINE)}
     return json.loads(proc.stdout), modules
 
 
@@ -66,7 +67,8 @@ def test_the_committed_slim_model_is_what_the_generator_makes():
         pytest.skip(f"botocore {botocore.__version__} is not the locked {locked}: the model is generated from that one")
     committed = slim.OUTPUT.read_text()
     regenerated = slim.render(slim.generate(slim.full_model()))
-    assert committed == regenerated, "cpi/clouds/aws/data/ec2-slim.json is stale: run bin/lock (or python -m cpi.clouds.aws.slim)"
+    assert committed == regenerated, \
+        "cpi/clouds/aws/data/ec2-slim.json is stale: run bin/lock (or python -m cpi.clouds.aws.slim)"
     assert len(committed) < 300_000
 
 
@@ -121,7 +123,8 @@ def test_skipping_botocores_endpoint_table_changes_no_url_or_signing_scope():
 
 
 def test_an_operation_missing_from_the_slim_model_falls_back_to_the_full_one(account, caplog):
-    aws = Aws(AwsProperties(region="us-east-1", ec2_endpoint=account.endpoint, access_key_id="a", secret_access_key="b"))
+    aws = Aws(AwsProperties(region="us-east-1", ec2_endpoint=account.endpoint, access_key_id="a",
+                            secret_access_key="b"))
     regions = aws.ec2("DescribeRegions")["Regions"]
     assert any(r["RegionName"] == "us-east-1" for r in regions)
     assert "not in the slim ec2 model" in caplog.text

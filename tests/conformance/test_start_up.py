@@ -18,7 +18,8 @@ from tests.support.runner import COLD_ENV, ROOT, bin_cpi_argv, check_envelope, i
 #: forms masked (an AWS secret key holds "/" and "+", an mbus URL a password).
 CONFIGS = {
     "local": {"local": {}, "agent": {"mbus": "https://mbus:mbus-pw-4f1e@0.0.0.0:6868"}},
-    "aws": {"aws": {"region": "us-east-1", "access_key_id": "AKIAEXAMPLE", "secret_access_key": "wJalr/XUtn+FEMI/K7MDENG"},
+    "aws": {"aws": {"region": "us-east-1", "access_key_id": "AKIAEXAMPLE",
+                    "secret_access_key": "wJalr/XUtn+FEMI/K7MDENG"},
             "agent": {"mbus": "nats://nats:nats-pw-77@10.0.0.6:4222"}, "debug": {"cpi": {"api_version": 2}}},
     "openstack": {"openstack": {"auth_url": "http://127.0.0.1:5000/v3", "username": "u", "api_key": "k&ey p@ss",
                                 "project": "p", "domain": "default"}},
@@ -88,7 +89,8 @@ def test_info_of_an_unusual_config_shape_goes_through_the_models(tmp_path):
     empty debug section) gets the models' answer, the same as before `info` had a path of
     its own."""
     path = tmp_path / "cpi.json"
-    for debug, expected in [({"cpi": {"api_version": "2"}}, 2), ([], 3), ({"cpi": {}}, 3), ({"cpi": {"api_version": None}}, 3)]:
+    for debug, expected in [({"cpi": {"api_version": "2"}}, 2), ([], 3), ({"cpi": {}}, 3),
+                            ({"cpi": {"api_version": None}}, 3)]:
         path.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"debug": debug}}}))
         response = run_raw(b'{"method": "info", "arguments": []}', path)
         assert response.error is None and response.doc["result"]["api_version"] == expected, (debug, response.doc)
@@ -113,7 +115,8 @@ def test_a_context_field_of_the_wrong_type_is_named(context, words):
 
 @pytest.mark.parametrize("request_, words", [
     ({"method": 5}, "invalid request: method: Input should be a valid string (got 5)"),
-    ({"method": "info", "api_version": True}, "invalid request: api_version: Input should be a valid integer (got true)"),
+    ({"method": "info", "api_version": True},
+     "invalid request: api_version: Input should be a valid integer (got true)"),
     ({"method": "info", "api_version": 2.0}, "invalid request: api_version: Input should be a valid integer (got 2.0)"),
     ({"method": None, "api_version": "2"}, ("invalid request: method: Input should be a valid string (got null); "
                                             "api_version: Input should be a valid integer (got '2')")),

@@ -17,7 +17,8 @@ from tests.support.runner import BIN_CPI, DIRECTOR_ENV, ROOT, WIPED_ENV, Cpi, ru
 @pytest.fixture
 def config(tmp_path):
     path = tmp_path / "cpi.json"
-    path.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {"state_dir": str(tmp_path / "state")}}}}))
+    path.write_text(json.dumps({"cloud": {"plugin": "local",
+                                          "properties": {"local": {"state_dir": str(tmp_path / "state")}}}}))
     return path
 
 
@@ -31,33 +32,57 @@ BAD_INPUTS = {
     "invalid utf-8": (b'{"method": "\xff\xfe"}', "Bosh::Clouds::CpiError", "valid JSON"),
     "missing method": (b'{"arguments": [], "context": {}}', "Bosh::Clouds::CpiError", "'method'"),
     "method not a string": (b'{"method": 42, "arguments": []}', "Bosh::Clouds::CpiError", "method"),
-    "arguments not a list": (b'{"method": "info", "arguments": {"a": 1}}', "Bosh::Clouds::CpiError", "'arguments' as a JSON array, not a JSON object"),
-    "context not an object": (b'{"method": "info", "arguments": [], "context": []}', "Bosh::Clouds::CpiError", "'context'"),
-    "api_version not an int": (b'{"method": "info", "arguments": [], "api_version": "2"}', "Bosh::Clouds::CpiError", "api_version"),
+    "arguments not a list": (b'{"method": "info", "arguments": {"a": 1}}',
+                             "Bosh::Clouds::CpiError", "'arguments' as a JSON array, not a JSON object"),
+    "context not an object": (b'{"method": "info", "arguments": [], "context": []}',
+                              "Bosh::Clouds::CpiError", "'context'"),
+    "api_version not an int": (b'{"method": "info", "arguments": [], "api_version": "2"}',
+                               "Bosh::Clouds::CpiError", "api_version"),
     "unknown method": (b'{"method": "make_coffee", "arguments": []}', "Bosh::Clouds::NotImplemented", "make_coffee"),
-    "too few arguments": (b'{"method": "create_disk", "arguments": [1024]}', "Bosh::Clouds::CpiError", "create_disk takes 2 to 3 arguments"),
-    "too many arguments": (b'{"method": "has_vm", "arguments": ["a", "b"]}', "Bosh::Clouds::CpiError", "has_vm takes 1 arguments (vm_cid), got 2"),
-    "wrong argument type": (b'{"method": "create_disk", "arguments": ["big", {}, null]}', "Bosh::Clouds::CpiError", "create_disk argument 1 (size)"),
-    "float size": (b'{"method": "create_disk", "arguments": [1.5, {}, null]}', "Bosh::Clouds::CpiError", "argument 1 (size)"),
-    "zero size": (b'{"method": "resize_disk", "arguments": ["disk-1", 0]}', "Bosh::Clouds::CpiError", "resize_disk argument 2 (new_size): Input should be greater than 0"),
+    "too few arguments": (b'{"method": "create_disk", "arguments": [1024]}',
+                          "Bosh::Clouds::CpiError", "create_disk takes 2 to 3 arguments"),
+    "too many arguments": (b'{"method": "has_vm", "arguments": ["a", "b"]}',
+                           "Bosh::Clouds::CpiError", "has_vm takes 1 arguments (vm_cid), got 2"),
+    "wrong argument type": (b'{"method": "create_disk", "arguments": ["big", {}, null]}',
+                            "Bosh::Clouds::CpiError", "create_disk argument 1 (size)"),
+    "float size": (b'{"method": "create_disk", "arguments": [1.5, {}, null]}',
+                   "Bosh::Clouds::CpiError", "argument 1 (size)"),
+    "zero size": (b'{"method": "resize_disk", "arguments": ["disk-1", 0]}',
+                  "Bosh::Clouds::CpiError", "resize_disk argument 2 (new_size): Input should be greater than 0"),
     "empty cid": (b'{"method": "delete_vm", "arguments": [""]}', "Bosh::Clouds::CpiError", "argument 1 (vm_cid)"),
-    "networks not an object": (b'{"method": "create_vm", "arguments": ["a", "s", {}, [], [], {}]}', "Bosh::Clouds::CpiError", "argument 4 (networks)"),
-    "bad network ip": (b'{"method": "create_vm", "arguments": ["a", "s", {}, {"n": {"type": "manual", "ip": "10.0.0.999"}}, [], {}]}', "Bosh::Clouds::CpiError", "argument 4 (networks).n.ip"),
-    "bad network type": (b'{"method": "create_vm", "arguments": ["a", "s", {}, {"n": {"type": "weird"}}, [], {}]}', "Bosh::Clouds::CpiError", "argument 4 (networks).n.type"),
-    "configure_networks": (b'{"method": "configure_networks", "arguments": ["vm-1", {}]}', "Bosh::Clouds::NotSupported", "configure_networks"),
-    "create_network": (b'{"method": "create_network", "arguments": [{"type": "manual"}]}', "Bosh::Clouds::NotImplemented", "create_network"),
-    "delete_network": (b'{"method": "delete_network", "arguments": ["net-1"]}', "Bosh::Clouds::NotImplemented", "delete_network"),
+    "networks not an object": (b'{"method": "create_vm", "arguments": ["a", "s", {}, [], [], {}]}',
+                               "Bosh::Clouds::CpiError", "argument 4 (networks)"),
+    "bad network ip": ((b'{"method": "create_vm", "arguments": ["a", "s", {}, '
+                        b'{"n": {"type": "manual", "ip": "10.0.0.999"}}, [], {}]}'),
+                       "Bosh::Clouds::CpiError", "argument 4 (networks).n.ip"),
+    "bad network type": (b'{"method": "create_vm", "arguments": ["a", "s", {}, {"n": {"type": "weird"}}, [], {}]}',
+                         "Bosh::Clouds::CpiError", "argument 4 (networks).n.type"),
+    "configure_networks": (b'{"method": "configure_networks", "arguments": ["vm-1", {}]}',
+                           "Bosh::Clouds::NotSupported", "configure_networks"),
+    "create_network": (b'{"method": "create_network", "arguments": [{"type": "manual"}]}',
+                       "Bosh::Clouds::NotImplemented", "create_network"),
+    "delete_network": (b'{"method": "delete_network", "arguments": ["net-1"]}',
+                       "Bosh::Clouds::NotImplemented", "delete_network"),
     "NaN": (b'{"method": "has_vm", "arguments": [NaN]}', "Bosh::Clouds::CpiError", "NaN is not a JSON number"),
-    "Infinity": (b'{"method": "has_vm", "arguments": [Infinity]}', "Bosh::Clouds::CpiError", "Infinity is not a JSON number"),
+    "Infinity": (b'{"method": "has_vm", "arguments": [Infinity]}',
+                 "Bosh::Clouds::CpiError", "Infinity is not a JSON number"),
     "float overflow": (b'{"method": "create_disk", "arguments": [1e400, {}]}', "Bosh::Clouds::CpiError", "too large"),
-    "integer of 5000 digits": (b'{"method": "create_disk", "arguments": [' + b"7" * 5000 + b', {}]}', "Bosh::Clouds::CpiError", "5000 digits"),
-    "size of 2^31 MiB": (b'{"method": "create_disk", "arguments": [2147483648, {}]}', "Bosh::Clouds::CpiError", "argument 1 (size)"),
-    "resize to 2^40 MiB": (b'{"method": "resize_disk", "arguments": ["disk-1", 1099511627776]}', "Bosh::Clouds::CpiError", "argument 2 (new_size)"),
+    "integer of 5000 digits": (b'{"method": "create_disk", "arguments": [' + b"7" * 5000 + b', {}]}',
+                               "Bosh::Clouds::CpiError", "5000 digits"),
+    "size of 2^31 MiB": (b'{"method": "create_disk", "arguments": [2147483648, {}]}',
+                         "Bosh::Clouds::CpiError", "argument 1 (size)"),
+    "resize to 2^40 MiB": (b'{"method": "resize_disk", "arguments": ["disk-1", 1099511627776]}',
+                           "Bosh::Clouds::CpiError", "argument 2 (new_size)"),
     "lone surrogate": (b'{"method": "has_vm", "arguments": ["\\udc80"]}', "Bosh::Clouds::CpiError", "surrogate"),
     "two documents": (b'{"method": "info"} {"method": "info"}', "Bosh::Clouds::CpiError", "Extra data"),
-    "IPv6 zone with a NUL": (b'{"method": "create_vm", "arguments": ["a", "s", {}, {"n": {"type": "manual", "ip": "fe80::1%\\u0000"}}, [], {}]}', "Bosh::Clouds::CpiError", "argument 4 (networks).n.ip"),
-    "nested 500 deep": (b'{"method": "create_vm", "arguments": ["a", "s", {}, {"n": {"x": ' + b"[" * 500 + b"]" * 500 + b'}}, [], {}]}', "Bosh::Clouds::CpiError", "nested deeper than 64"),
-    "nested 100000 deep": (b'{"method": "info", "arguments": [' + b"[" * 100000 + b"]" * 100000 + b']}', "Bosh::Clouds::CpiError", "nested deeper than 64"),
+    "IPv6 zone with a NUL": ((b'{"method": "create_vm", "arguments": ["a", "s", {}, '
+                              b'{"n": {"type": "manual", "ip": "fe80::1%\\u0000"}}, [], {}]}'),
+                             "Bosh::Clouds::CpiError", "argument 4 (networks).n.ip"),
+    "nested 500 deep": (b'{"method": "create_vm", "arguments": ["a", "s", {}, {"n": {"x": ' + b"[" * 500 + b"]" * 500
+                        + b'}}, [], {}]}',
+                        "Bosh::Clouds::CpiError", "nested deeper than 64"),
+    "nested 100000 deep": (b'{"method": "info", "arguments": [' + b"[" * 100000 + b"]" * 100000 + b']}',
+                           "Bosh::Clouds::CpiError", "nested deeper than 64"),
 }
 
 
@@ -98,7 +123,8 @@ def test_info_without_api_version_or_context(config):
 
 def test_info_same_whatever_api_version_and_context(config):
     answers = {
-        json.dumps(run_raw(json.dumps({"method": "info", "arguments": [], "api_version": v, "context": ctx}).encode(), config).doc["result"])
+        json.dumps(run_raw(json.dumps({"method": "info", "arguments": [], "api_version": v, "context": ctx}).encode(),
+                           config).doc["result"])
         for v in (1, 2, 3)
         for ctx in ({}, {"director_uuid": "x", "request_id": "cpi-1", "formats": ["a"], "cvcpkey": "v"})
     }
@@ -125,11 +151,16 @@ def test_extra_command_line_arguments_are_an_error(config):
         ('["a"]', "must hold a JSON object", True),
         ('{"cloud": {"plugin": "nimbus"}}', "unknown cloud plugin 'nimbus'; available: aws, local, openstack", True),
         ('{"cloud": {"plugin": 5}}', "cloud.plugin: Input should be a valid string", True),
-        ('{"cloud": {"properties": {"debug": {"cpi": {"api_version": "three"}}}}}', "cloud.properties.debug.cpi.api_version", True),
-        ('{"cloud": {"plugin": "local", "properties": {"local": {"state_dir": 5}}}}', "cloud.properties.local.state_dir", False),
-        ('{"cloud": {"plugin": "local", "properties": {"local": {"stat_dir": "/tmp/x"}}}}', "cloud.properties.local.stat_dir: unknown property", False),
-        ('{"cloud": {"plugin": "local", "properties": {"agent": {"ntp": "pool.ntp.org"}}}}', "cloud.properties.agent.ntp", False),
-        ('{"cloud": {"plugin": "local", "properties": {"local": {"faults": [{"times": 1}]}}}}', "cloud.properties.local.faults[0].method: Field required", False),
+        ('{"cloud": {"properties": {"debug": {"cpi": {"api_version": "three"}}}}}',
+         "cloud.properties.debug.cpi.api_version", True),
+        ('{"cloud": {"plugin": "local", "properties": {"local": {"state_dir": 5}}}}',
+         "cloud.properties.local.state_dir", False),
+        ('{"cloud": {"plugin": "local", "properties": {"local": {"stat_dir": "/tmp/x"}}}}',
+         "cloud.properties.local.stat_dir: unknown property", False),
+        ('{"cloud": {"plugin": "local", "properties": {"agent": {"ntp": "pool.ntp.org"}}}}',
+         "cloud.properties.agent.ntp", False),
+        ('{"cloud": {"plugin": "local", "properties": {"local": {"faults": [{"times": 1}]}}}}',
+         "cloud.properties.local.faults[0].method: Field required", False),
         ('{"clouds": {}}', "clouds: unknown property", True),
     ],
 )
@@ -201,7 +232,7 @@ def test_secrets_never_leak(tmp_path):
                "context": {"director_uuid": "u", "secret_access_key": secrets[2]}, "api_version": 2}
     response = run_raw(json.dumps(request).encode(), path)
     assert response.error["message"].startswith("echo <redacted> <redacted> <redacted>")
-    for secret in secrets + ["-----BEGIN KEY-----abc"]:
+    for secret in [*secrets, "-----BEGIN KEY-----abc"]:
         assert secret not in response.raw
         assert secret not in response.stderr
 
@@ -238,7 +269,8 @@ def test_info_imports_no_cloud_sdk(tmp_path, plugin):
     if doc["error"] and "not available in this build" in doc["error"]["message"]:
         pytest.skip(f"the {plugin} cloud is not in this build yet")
     assert doc["error"] is None, doc
-    imported = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines() if line.startswith("import time:")}
+    imported = {line.split("|")[-1].strip()
+                for line in proc.stderr.decode().splitlines() if line.startswith("import time:")}
     heavy = {m for m in imported if m.split(".")[0] in ("boto3", "botocore", "openstack", "keystoneauth1")}
     assert not heavy, f"info imported {sorted(heavy)}"
 
@@ -253,7 +285,8 @@ def test_debug_api_version_caps_info(tmp_path):
 
 
 def test_log_level_from_environment(config):
-    quiet = run_raw(b'{"method":"has_vm","arguments":["vm-x"]}', config, env=dict(DIRECTOR_ENV, CPI_LOG_LEVEL="warning"))
+    quiet = run_raw(b'{"method":"has_vm","arguments":["vm-x"]}', config,
+                    env=dict(DIRECTOR_ENV, CPI_LOG_LEVEL="warning"))
     assert quiet.doc["result"] is False and quiet.log == ""
     bad = run_raw(b'{"method":"has_vm","arguments":["vm-x"]}', config, env=dict(DIRECTOR_ENV, CPI_LOG_LEVEL="loud"))
     assert bad.error["type"] == "Bosh::Clouds::CpiError" and "CPI_LOG_LEVEL" in bad.error["message"]
@@ -297,7 +330,8 @@ def test_a_request_500_deep_creates_nothing(config, tmp_path):
     deep: object = "leaf"
     for _ in range(500):
         deep = [deep]
-    response = Cpi(config).call("create_vm", "agent-1", stemcell_cid, {}, {"n": {"type": "dynamic", "extra": deep}}, [], {})
+    response = Cpi(config).call("create_vm", "agent-1", stemcell_cid, {},
+                                {"n": {"type": "dynamic", "extra": deep}}, [], {})
     assert response.error["type"] == "Bosh::Clouds::CpiError"
     assert not any((tmp_path / "state" / "vms").iterdir())
 
@@ -328,7 +362,8 @@ def test_stemcell_tags_of_any_json_type_are_stored_as_strings(config, tmp_path):
     ("cloud.properties.local.agent_command[1]", {"local": {"agent_command": ["/bin/sh", "-c\0"]}}, "has_vm",
      ["vm-1"], {}),
     ("create_stemcell argument 1 (image_path)", {}, "create_stemcell", ["/tmp/x\0y", {}], {}),
-    ("context.ec2_endpoint", {"aws": {"region": "us-east-1", "access_key_id": "AKIA1", "secret_access_key": "s3cr3t-k"}},
+    ("context.ec2_endpoint",
+     {"aws": {"region": "us-east-1", "access_key_id": "AKIA1", "secret_access_key": "s3cr3t-k"}},
      "has_vm", ["i-0123456789abcdef0"], {"ec2_endpoint": "http://127.0.0.1\0:9", "secret_access_key": "own-s3cr3t"}),
 ], ids=["state_dir", "throttle", "audit", "agent_command", "image_path", "context"])
 def test_a_nul_byte_that_would_reach_the_os_is_a_cpi_error_naming_the_field(tmp_path, where, properties, method,

@@ -282,14 +282,16 @@ class FaultProxy:
         if kind in ("throttle", "overlimit"):
             status = explicit or (429 if kind == "throttle" else 413)
             message = "Rate limit exceeded" if kind == "throttle" else "This request was rate-limited"
-            body = {"overLimit": {"code": status, "message": f"{message} (fault proxy)", "retryAfter": self.retry_after}}
+            body = {"overLimit": {"code": status, "message": f"{message} (fault proxy)",
+                                  "retryAfter": self.retry_after}}
             headers = {"Content-Type": "application/json", "Retry-After": f"{self.retry_after:g}"}
             return status, headers, json.dumps(body).encode()
         if kind == "unavailable":
             return explicit or 503, {"Content-Type": "text/plain"}, b"503 Service Unavailable (fault proxy)"
         status = explicit or (400 if rule else 500)
         message = (rule.code if rule else "") or "injected by the fault proxy"
-        return status, {"Content-Type": "application/json"}, json.dumps({"error": {"code": status, "message": message}}).encode()
+        body = json.dumps({"error": {"code": status, "message": message}}).encode()
+        return status, {"Content-Type": "application/json"}, body
 
     def _forward_once(self, handler: BaseHTTPRequestHandler, body: bytes, action: str) -> tuple[int, str, list, bytes]:
         """EC2 answers a request repeating an earlier one's ClientToken with the earlier

@@ -217,7 +217,8 @@ def test_parallel_attach_detach(target, stemcell):
     get_disks, every disk's attachment and the hints agree."""
     with ThreadPoolExecutor(8) as pool:
         vms = list(pool.map(lambda i: new_vm(target, stemcell, index=20 + i), range(8)))
-        disks = list(pool.map(lambda i: target.cpi("create_disk", 1024, target.disk_cloud_properties(), None), range(16)))
+        disks = list(pool.map(lambda i: target.cpi("create_disk", 1024, target.disk_cloud_properties(), None),
+                              range(16)))
 
     def work(k):
         vm_cid, disk_cid = vms[k % 8], disks[k]

@@ -182,7 +182,8 @@ def needs_services(item) -> bool:
     if callspec is not None and callspec.params.get("target") == "openstack":
         return True
     path = Path(str(item.path))
-    return ("openstack" in path.name or path.parent.name == "openstack") and "cloud" in getattr(item, "fixturenames", ())
+    return (("openstack" in path.name or path.parent.name == "openstack")
+            and "cloud" in getattr(item, "fixturenames", ()))
 
 
 def pytest_collection_finish(session) -> None:

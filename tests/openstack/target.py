@@ -146,8 +146,9 @@ class OpenStackTarget(Target):
         return self.env["image"]["id"]
 
     def stemcell_args(self) -> list[Any]:
-        return ["", {"name": "bosh-openstack-kvm-ubuntu-jammy-go_agent", "version": "1.0", "infrastructure": "openstack",
-                     "disk_format": "qcow2", "container_format": "bare", "image_id": self.image_id}]
+        return ["", {"name": "bosh-openstack-kvm-ubuntu-jammy-go_agent", "version": "1.0",
+                     "infrastructure": "openstack", "disk_format": "qcow2", "container_format": "bare",
+                     "image_id": self.image_id}]
 
     def vm_cloud_properties(self) -> dict[str, Any]:
         props: dict[str, Any] = {"instance_type": self.env["flavor"]}
@@ -285,7 +286,8 @@ def load(path: Path) -> dict[str, Any]:
     if "cloud" in doc:
         cloud = doc["cloud"] if isinstance(doc["cloud"], dict) else {}
         if cloud.get("plugin") != "openstack":
-            raise LifecycleConfigError(f"{where}: cloud.plugin must be \"openstack\" (the lifecycle runs the openstack cloud)")
+            raise LifecycleConfigError(f"{where}: cloud.plugin must be \"openstack\" "
+                                       "(the lifecycle runs the openstack cloud)")
         props = (cloud.get("properties") or {}).get("openstack")
         if not isinstance(props, dict):
             raise LifecycleConfigError(f"{where}: cloud.properties.openstack is missing (auth_url and credentials)")

@@ -18,7 +18,8 @@ ENV = {"bosh": {"group": "d-dep-ig", "groups": ["d", "dep", "ig"], "tags": {"tea
 
 def create_vm(cpi, cloud, stemcell, index, networks=None, **vm_props):
     props = {**cloud.vm_cloud_properties(), **vm_props}
-    return cpi("create_vm", f"agent-{uuid.uuid4()}", stemcell, props, networks or cloud.manual_network(index), [], ENV)[0]
+    return cpi("create_vm", f"agent-{uuid.uuid4()}", stemcell, props,
+               networks or cloud.manual_network(index), [], ENV)[0]
 
 
 def error_of(response):

@@ -66,16 +66,18 @@ def test_429_with_retry_after_on_server_create_is_waited_out(cloud, cpi_with, st
     nova_proxy.inject(r"/servers$", "error", method="POST", status=429, headers={"Retry-After": "1"},
                       body={"overLimit": {"code": 429, "message": "Too many requests"}}, times=2)
     started = time.monotonic()
-    response = cpi.call("create_vm", "agent-429", stemcell, cloud.vm_cloud_properties(), cloud.manual_network(80), [], {})
+    response = cpi.call("create_vm", "agent-429", stemcell, cloud.vm_cloud_properties(),
+                        cloud.manual_network(80), [], {})
     vm_cid = response.result[0]
     try:
         assert time.monotonic() - started >= 2.0, "each Retry-After: 1 must be honoured"
         assert nova_proxy.count(r"/servers$", method="POST", status=429) == 2
         assert nova_proxy.count(r"/servers$", method="POST", status=202) == 1
-        waits = re.findall(r"compute POST /servers throttled \(429 overLimit\); attempt \d failed, retrying in ([\d.]+)s",
-                           response.log)
+        waits = re.findall(r"compute POST /servers throttled \(429 overLimit\); "
+                           r"attempt \d failed, retrying in ([\d.]+)s", response.log)
         assert len(waits) == 2 and all(float(w) >= 1.0 for w in waits), response.log
-        assert len(cloud.client.get("compute", f"/servers?name=^{cloud.client.server(vm_cid)['name']}$")["servers"]) == 1
+        name = cloud.client.server(vm_cid)["name"]
+        assert len(cloud.client.get("compute", f"/servers?name=^{name}$")["servers"]) == 1
     finally:
         cpi("delete_vm", vm_cid)
 
@@ -83,7 +85,8 @@ def test_429_with_retry_after_on_server_create_is_waited_out(cloud, cpi_with, st
 def test_413_over_limit_with_retry_after_and_503_on_volume_create(cloud, cpi_with, cinder_proxy, endpoints):
     cpi = cpi_with(endpoint_overrides={"block-storage": through(cinder_proxy, endpoints, "volumev3")})
     cinder_proxy.inject(r"/volumes$", "error", method="POST", status=413, headers={"Retry-After": "1"},
-                        body={"overLimit": {"code": 413, "message": "This request was rate-limited.", "retryAfter": "1"}})
+                        body={"overLimit": {"code": 413, "message": "This request was rate-limited.",
+                                            "retryAfter": "1"}})
     cinder_proxy.inject(r"/volumes$", "error", method="POST", status=503, times=1)
     cinder_proxy.inject(r"/volumes/[^/]+$", "error", method="GET", status=503, times=2)
     response = cpi.call("create_disk", 1024, {}, None)
@@ -113,7 +116,8 @@ def test_requests_whose_answer_was_lost_are_neither_failed_nor_repeated(cloud, c
     nova_proxy.inject(r"/os-volume_attachments$", "lost", method="POST")
     cinder_proxy.inject(r"/volumes$", "drop", method="POST")
     cinder_proxy.inject(r"/volumes$", "lost", method="POST")
-    response = cpi.call("create_vm", "agent-lost", stemcell, cloud.vm_cloud_properties(), cloud.dynamic_network(), [], {})
+    response = cpi.call("create_vm", "agent-lost", stemcell, cloud.vm_cloud_properties(),
+                        cloud.dynamic_network(), [], {})
     vm_cid = response.result[0]
     disk_cid = None
     try:

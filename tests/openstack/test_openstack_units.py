@@ -116,9 +116,11 @@ def response(status: int, body: str = "", headers: dict | None = None):
 @pytest.mark.parametrize("body, message, kind", [
     ('{"itemNotFound": {"code": 404, "message": "Instance x could not be found."}}', "Instance x could not be found.",
      "itemNotFound"),
-    ('{"NeutronError": {"type": "IpAddressAlreadyAllocated", "message": "IP 10.0.0.5 already allocated", "detail": ""}}',
+    (('{"NeutronError": {"type": "IpAddressAlreadyAllocated", "message": "IP 10.0.0.5 already allocated", '
+      '"detail": ""}}'),
      "IP 10.0.0.5 already allocated", "IpAddressAlreadyAllocated"),
-    ('{"error": {"code": 401, "message": "The request you have made requires authentication.", "title": "Unauthorized"}}',
+    (('{"error": {"code": 401, "message": "The request you have made requires authentication.", '
+      '"title": "Unauthorized"}}'),
      "The request you have made requires authentication.", "Unauthorized"),
     (('{"code": "404 Not Found", "title": "Not Found", "message": "The resource could not be found.<br /><br />\\nNo '
       'image found with ID x\\n\\n"}'), "The resource could not be found. No image found with ID x", "Not Found"),
@@ -145,7 +147,8 @@ def verdict(status: int, method_idempotent: bool, body: str = "", headers: dict 
 
 
 def test_classifier():
-    assert verdict(429, False, headers={"Retry-After": "3"}) == retry.Verdict(retry.Kind.THROTTLED, "429 Too Many Requests", 3.0)
+    assert verdict(429, False, headers={"Retry-After": "3"}) == \
+        retry.Verdict(retry.Kind.THROTTLED, "429 Too Many Requests", 3.0)
     assert verdict(413, False, headers={"Retry-After": "1"}).kind is retry.Kind.THROTTLED
     assert verdict(413, False, '{"overLimit": {"message": "slow down", "retryAfter": "2"}}').retry_after == 2
     assert verdict(413, False, '{"overLimit": {"message": "VolumeSizeExceedsAvailableQuota"}}') == retry.PERMANENT
@@ -160,7 +163,8 @@ def test_connection_errors():
     from keystoneauth1 import exceptions as ksa
 
     refused = ksa.ConnectFailure("Unable to establish connection to http://x: Failed to establish a new connection")
-    reset = ksa.ConnectFailure("Unable to establish connection to http://x: ('Connection aborted.', ConnectionResetError)")
+    reset = ksa.ConnectFailure("Unable to establish connection to http://x: "
+                               "('Connection aborted.', ConnectionResetError)")
     assert errors.classifier(idempotent=False)(refused).kind is retry.Kind.TRANSIENT
     assert errors.classifier(idempotent=False)(reset) == retry.PERMANENT  # a POST may have arrived
     assert errors.classifier(idempotent=True)(reset).kind is retry.Kind.TRANSIENT
@@ -434,7 +438,8 @@ def test_shared_keys_and_errors_carry_no_user_info():
     from cpi.clouds.openstack.errors import to_cloud_error
     from cpi.clouds.openstack.session import _shared_key
 
-    assert _shared_key("compute", "https://bosh:hunter2@nova.example:8774/v2.1") == "openstack-compute-nova.example:8774"
+    assert _shared_key("compute", "https://bosh:hunter2@nova.example:8774/v2.1") == \
+        "openstack-compute-nova.example:8774"
     message = str(to_cloud_error(ConnectionRefusedError("refused"), "create_vm", "bosh", "https://bosh:hunter2@ks:5000/v3"))
     assert "hunter2" not in message
 
@@ -474,7 +479,8 @@ def test_load_balancer_membership_round_trip():
     from cpi.clouds.openstack.props import LoadBalancerPool
 
     api, p = FakeOctavia(), props(wait_resource_poll_interval=0.01)
-    member = lbaas.add_member(api, p, LoadBalancerPool(name="web", port=8080, monitoring_port=8081), "10.0.0.5", "sub-1")
+    member = lbaas.add_member(api, p, LoadBalancerPool(name="web", port=8080, monitoring_port=8081),
+                              "10.0.0.5", "sub-1")
     assert member == ("pool-1", "member-1")
     assert ("POST", "/lbaas/pools/pool-1/members") in api.calls
     assert api.calls.count(("GET", "/lbaas/loadbalancers/lb-1")) == 2  # waited until ACTIVE

@@ -32,7 +32,8 @@ def run() -> tuple[services.Outcome, list[tuple[float, str]]]:
 
 
 def test_progress_is_shown_as_it_comes_and_success_is_kept(fake_setup):
-    state = fake_setup('echo "step one" >&2; sleep 0.6; echo "step two"; echo "{}" > "$OS_STATE_DIR/cpi-openstack.json"\n')
+    state = fake_setup('echo "step one" >&2; sleep 0.6; echo "step two"; '
+                       'echo "{}" > "$OS_STATE_DIR/cpi-openstack.json"\n')
     outcome, lines = run()
     assert outcome.ok, outcome
     one = next(t for t, line in lines if line.endswith("step one"))

@@ -449,7 +449,8 @@ def test_throttle_is_rendered_only_when_set_and_the_cpi_accepts_it(cpi_json, tmp
     assert rendered["cloud"]["properties"]["throttle"] == THROTTLE_SAMPLES
     built = config.build(rendered)
     assert built.throttle.model_dump(mode="json") == THROTTLE_SAMPLES
-    partial = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}, "throttle": {"max_rate": 5}})
+    partial = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)},
+                        "throttle": {"max_rate": 5}})
     assert partial["cloud"]["properties"]["throttle"] == {"max_rate": 5}
 
 

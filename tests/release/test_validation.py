@@ -44,7 +44,8 @@ def test_the_minimal_release_is_valid(release):
 
 
 def test_missing_release_yml(tmp_path):
-    with pytest.raises(ReleaseError, match=r"release\.yml: not found\. Run from the project root or pass --release-dir"):
+    with pytest.raises(ReleaseError,
+                       match=r"release\.yml: not found\. Run from the project root or pass --release-dir"):
         read_release(tmp_path)
 
 

@@ -41,7 +41,8 @@ def test_requirements_come_from_pyproject(project):
 
 
 def test_requirements_file_round_trip(tmp_path):
-    pinned = ["boto3==1.0 --hash=sha256:" + "a" * 64, "async-timeout==5.0 ; python_full_version < '3.11.3' --hash=sha256:"
+    pinned = ["boto3==1.0 --hash=sha256:" + "a" * 64,
+              "async-timeout==5.0 ; python_full_version < '3.11.3' --hash=sha256:"
               + "b" * 64]
     text = vendor.requirements_text(["pydantic>=2", "boto3"], "3.11", ["macos-arm64", "linux-x86_64"], "c" * 64, pinned)
     # packages/cpi/packaging reads these two header lines with sed.
@@ -170,7 +171,9 @@ def lock_downloads(tmp_path):
 def test_the_lock_reader_reads_what_bin_lock_writes():
     pins = parse_lock(LOCK_TEXT)
     assert [(p.key, p.version, p.marker, len(p.hashes)) for p in pins] == [
-        ("boto3", "1.0", None, 2), ("pip", "26.0", None, 1), ("pydantic-core", "2.0", "python_full_version >= '3.11'", 3),
+        ("boto3", "1.0", None, 2),
+        ("pip", "26.0", None, 1),
+        ("pydantic-core", "2.0", "python_full_version >= '3.11'", 3),
     ]
     assert parse_lock((REPO / "requirements.lock").read_text()), "the project's lock reads"
     with pytest.raises(ReleaseError, match="without a --hash"):
@@ -191,7 +194,8 @@ def test_vendored_requirements_are_the_locked_lines_with_the_hashes_of_the_wheel
 def test_a_wheel_the_lock_does_not_pin_is_refused(tmp_path):
     downloaded = lock_downloads(tmp_path)
     downloaded["linux-x86_64"].append(write(tmp_path / "dl/linux-x86_64/six-1.17.0-py2.py3-none-any.whl", "six"))
-    with pytest.raises(ReleaseError, match=r"six-1\.17\.0-py2\.py3-none-any\.whl, a version requirements\.lock does not "
+    with pytest.raises(ReleaseError,
+                       match=r"six-1\.17\.0-py2\.py3-none-any\.whl, a version requirements\.lock does not "
                                            r"pin.*run bin/lock"):
         vendor.locked_lines(downloaded, parse_lock(LOCK_TEXT))
 

@@ -29,7 +29,8 @@ def _say(message: str) -> None:
 
 def executable() -> str | None:
     """redis-server's path, installing Debian's package first if needed (once per session)."""
-    found = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
+    found = shutil.which("redis-server") or (
+        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
     if found or _install_failure:
         return found
     if os.geteuid() != 0 or not shutil.which("apt-get"):

@@ -88,7 +88,8 @@ def report() -> str:
         lines.append(f"bin/test: {len(running)} services of the loopback OpenStack are left running for the next run "
                      f"(tests/openstack/setup.sh, state in {STATE_DIR}), holding {total / 1024:.0f} MiB:")
         for name, pid, count, rss in running:
-            lines.append(f"  {name:<22} pid {pid:<8} {count:>3} process{'es' if count > 1 else '  '} {rss / 1024:>7.0f} MiB")
+            processes = "processes" if count > 1 else "process  "
+            lines.append(f"  {name:<22} pid {pid:<8} {count:>3} {processes} {rss / 1024:>7.0f} MiB")
         lines.append(f"bin/test: stop them all with: {STOP}  (state kept; remove {STATE_DIR} to start afresh)")
     else:
         lines.append("bin/test: no OpenStack service is left running")

@@ -110,7 +110,8 @@ def _hold_lock(lock_path, ready):
 
 def test_a_process_killed_holding_the_lock_blocks_nobody(tmp_path):
     ready = multiprocessing.Event()
-    holder = multiprocessing.Process(target=_hold_lock, args=(str(SharedLimiter("ec2", config(tmp_path)).store.lock_path), ready))
+    holder = multiprocessing.Process(target=_hold_lock,
+                                     args=(str(SharedLimiter("ec2", config(tmp_path)).store.lock_path), ready))
     holder.start()
     assert ready.wait(10)
     os.kill(holder.pid, signal.SIGKILL)

@@ -145,7 +145,8 @@ def test_looks_secret_is_its_pattern(key):
 
 
 @settings(max_examples=3000, derandomize=True, database=None, deadline=None)
-@given(st.lists(st.one_of(KEY_CHARS, st.sampled_from(["://", "x" * 250, "y" * 1020, "@", ":"])), max_size=12).map("".join))
+@given(st.lists(st.one_of(KEY_CHARS, st.sampled_from(["://", "x" * 250, "y" * 1020, "@", ":"])), max_size=12)
+       .map("".join))
 def test_url_passwords_are_their_pattern(text):
     start = text.find("://")
     while start != -1:

@@ -93,7 +93,8 @@ def test_context_overrides_credentials_and_region_but_never_paths():
     assert str(cfg.properties.lock_dir) == "/var/vcap/sys/run/cpi-locks" and cfg.properties.ca_cert_file is None
     raw = {"cloud": {"plugin": "openstack", "properties": {"openstack": {
         "auth_url": "http://127.0.0.1:5000/v3", "username": "u", "api_key": "k", "project": "p", "domain": "d"}}}}
-    cfg = config.build(raw, {"api_key": "other", "ssl_verify": False, "ca_cert": "/etc/shadow", "token_cache_dir": "/x"})
+    cfg = config.build(raw,
+                       {"api_key": "other", "ssl_verify": False, "ca_cert": "/etc/shadow", "token_cache_dir": "/x"})
     assert cfg.properties.api_key.get_secret_value() == "other"
     assert cfg.properties.ssl_verify is True and cfg.properties.ca_cert is None
     assert str(cfg.properties.token_cache_dir) != "/x"
@@ -104,8 +105,9 @@ def test_context_overrides_credentials_and_region_but_never_paths():
 def test_known_cids_from_every_shape_bosh_cli_prints():
     from cpi.operator.known import parse
 
-    vms = ('{"Tables": [{"Content": "vms", "Rows": [{"instance": "web/0", "vm_cid": "i-1", "disk_cids": "vol-1, vol-2"},'
-           ' {"instance": "web/1", "vm_cid": "-"}], "Notes": ["i-9"]}], "Blocks": null, "Lines": ["i-8"]}')
+    vms = ('{"Tables": [{"Content": "vms", "Rows": [{"instance": "web/0", "vm_cid": "i-1", '
+           '"disk_cids": "vol-1, vol-2"}, {"instance": "web/1", "vm_cid": "-"}], "Notes": ["i-9"]}], '
+           '"Blocks": null, "Lines": ["i-8"]}')
     disks = '{"Tables": [{"Content": "disks", "Rows": [{"disk_cid": "vol-9", "size": "10 GiB"}]}]}'
     assert parse(vms + "\n" + disks) == {"i-1", "vol-1", "vol-2", "vol-9"}
     assert parse('["vm-a", "disk-b"]') == {"vm-a", "disk-b"}

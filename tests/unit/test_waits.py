@@ -90,7 +90,8 @@ def test_timeout_names_the_resource_its_last_state_and_the_setting():
 
 
 def test_timeout_without_a_setting_says_no_more_than_the_wait():
-    with pytest.raises(waits.WaitTimeout, match=r"^timed out after \ds waiting for thing t-1 to be ready \(still pending, "):
+    with pytest.raises(waits.WaitTimeout,
+                       match=r"^timed out after \ds waiting for thing t-1 to be ready \(still pending, "):
         run(looks("pending"), FakeTime(), timeout=5)
 
 

@@ -43,7 +43,8 @@ def lines(operation: str, params: dict[str, Any], response: dict[str, Any]) -> l
             "image_id": p.get("ImageId"), "instance_type": p.get("InstanceType"),
             "availability_zone": (p.get("Placement") or {}).get("AvailabilityZone"),
             "subnet_id": p.get("SubnetId") or interface.get("SubnetId"),
-            "private_ip": p.get("PrivateIpAddress") or interface.get("PrivateIpAddress") or instance.get("PrivateIpAddress"),
+            "private_ip": (p.get("PrivateIpAddress") or interface.get("PrivateIpAddress")
+                           or instance.get("PrivateIpAddress")),
             "security_groups": p.get("SecurityGroupIds") or p.get("SecurityGroups") or interface.get("Groups"),
             "tags": _spec_tags(p),
         }
@@ -59,7 +60,8 @@ def lines(operation: str, params: dict[str, Any], response: dict[str, Any]) -> l
         changed = {k: v for k, v in p.items() if k not in ("InstanceId", "DryRun")}
         return [("update", "vm", p.get("InstanceId"), None, changed)]
     if operation == "CreateVolume":
-        new = {"size_gib": p.get("Size"), "volume_type": p.get("VolumeType"), "availability_zone": p.get("AvailabilityZone"),
+        new = {"size_gib": p.get("Size"), "volume_type": p.get("VolumeType"),
+               "availability_zone": p.get("AvailabilityZone"),
                "encrypted": p.get("Encrypted"), "snapshot_id": p.get("SnapshotId"), "tags": _spec_tags(p)}
         return [("create", "disk", r.get("VolumeId"), None, new)]
     if operation == "DeleteVolume":
@@ -73,8 +75,10 @@ def lines(operation: str, params: dict[str, Any], response: dict[str, Any]) -> l
         change = r.get("VolumeModification") or {}
         old = {"size_gib": change.get("OriginalSize"), "volume_type": change.get("OriginalVolumeType"),
                "iops": change.get("OriginalIops"), "throughput": change.get("OriginalThroughput")}
-        new = {"size_gib": p.get("Size", change.get("TargetSize")), "volume_type": p.get("VolumeType", change.get("TargetVolumeType")),
-               "iops": p.get("Iops", change.get("TargetIops")), "throughput": p.get("Throughput", change.get("TargetThroughput"))}
+        new = {"size_gib": p.get("Size", change.get("TargetSize")),
+               "volume_type": p.get("VolumeType", change.get("TargetVolumeType")),
+               "iops": p.get("Iops", change.get("TargetIops")),
+               "throughput": p.get("Throughput", change.get("TargetThroughput"))}
         return [("resize", "disk", p.get("VolumeId"), {k: v for k, v in old.items() if v is not None},
                  {k: v for k, v in new.items() if v is not None})]
     if operation == "CreateTags":
@@ -85,7 +89,8 @@ def lines(operation: str, params: dict[str, Any], response: dict[str, Any]) -> l
         return [("associate", "address", p.get("PublicIp") or p.get("AllocationId"), None,
                  {"vm_cid": p.get("InstanceId"), "association_id": r.get("AssociationId")})]
     if operation == "CreateSnapshot":
-        return [("create", "snapshot", r.get("SnapshotId"), None, {"disk_cid": p.get("VolumeId"), "tags": _spec_tags(p)})]
+        return [("create", "snapshot", r.get("SnapshotId"), None,
+                 {"disk_cid": p.get("VolumeId"), "tags": _spec_tags(p)})]
     if operation == "DeleteSnapshot":
         return [("delete", "snapshot", p.get("SnapshotId"), {"snapshot_id": p.get("SnapshotId")}, None)]
     if operation == "StartSnapshot":
@@ -95,8 +100,8 @@ def lines(operation: str, params: dict[str, Any], response: dict[str, Any]) -> l
         return [("complete", "snapshot", p.get("SnapshotId"), None, {"changed_blocks": p.get("ChangedBlocksCount")})]
     if operation == "RegisterImage":
         mapping = _first(p.get("BlockDeviceMappings")) or {}
-        return [("create", "stemcell", r.get("ImageId"), None, {"name": p.get("Name"),
-                                                                "snapshot_id": (mapping.get("Ebs") or {}).get("SnapshotId")})]
+        return [("create", "stemcell", r.get("ImageId"), None,
+                 {"name": p.get("Name"), "snapshot_id": (mapping.get("Ebs") or {}).get("SnapshotId")})]
     if operation == "CopyImage":
         return [("create", "stemcell", r.get("ImageId"), None, {"source_image_id": p.get("SourceImageId"),
                                                                 "source_region": p.get("SourceRegion"),

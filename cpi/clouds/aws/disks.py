@@ -99,7 +99,8 @@ class Disks:
 
     def _any_zone(self) -> str:
         response = self.aws.ec2("DescribeAvailabilityZones", Filters=[{"Name": "state", "Values": ["available"]}])
-        zones = sorted(z["ZoneName"] for z in response.get("AvailabilityZones", []) if z.get("ZoneType", "availability-zone") == "availability-zone")
+        zones = sorted(z["ZoneName"] for z in response.get("AvailabilityZones", [])
+                       if z.get("ZoneType", "availability-zone") == "availability-zone")
         if not zones:
             raise CloudError("create_disk without a VM: no availability zone found; set aws.default_availability_zone")
         log.info("create_disk without a VM: using %s (set aws.default_availability_zone to choose)", zones[0])
@@ -119,7 +120,8 @@ class Disks:
                 log.info("disk %s not found: nothing to delete", disk_cid)
                 return
             if errors.code(exc) == "VolumeInUse":
-                raise CloudError(f"disk '{disk_cid}' is still attached ({errors.message(exc)}); detach it first") from None
+                raise CloudError(f"disk '{disk_cid}' is still attached ({errors.message(exc)}); "
+                                 "detach it first") from None
             raise
         log.info("deleted %s", disk_cid)
 
@@ -189,7 +191,8 @@ class Disks:
             modification = max(found, key=lambda m: str(m.get("StartTime", "")), default={})
             state = modification.get("ModificationState", "unknown")
             if state == "failed":
-                raise CloudError(f"modifying disk '{disk_cid}' failed: {modification.get('StatusMessage', 'no reason given')}")
+                reason = modification.get("StatusMessage", "no reason given")
+                raise CloudError(f"modifying disk '{disk_cid}' failed: {reason}")
             # `optimizing`: the new size is usable already; the rest is EBS rebalancing
             return waits.Check(state in ("optimizing", "completed"), state)
 
@@ -301,7 +304,8 @@ class Disks:
             if error_code == "IncorrectState" and "detaching" in errors.message(exc):
                 log.info("disk %s is already detaching from %s", disk_cid, vm_cid)
                 response = {}
-            elif error_code in ("IncorrectState", "InvalidAttachment.NotFound") and getattr(exc, "after_unknown_outcome", False):
+            elif (error_code in ("IncorrectState", "InvalidAttachment.NotFound")
+                  and getattr(exc, "after_unknown_outcome", False)):
                 log.info("detach of %s from %s: an earlier attempt, whose answer was lost, was carried out",
                          disk_cid, vm_cid)
                 response = {}

@@ -144,7 +144,8 @@ def to_cloud_error(exc: BaseException, what: str, credentials: str | None = None
         )
     if isinstance(exc, bexc.EndpointConnectionError):
         # an endpoint written with user:password@ shows neither
-        text = re.sub(r"//[^/@\s\"']*@", "//", f"cannot reach {getattr(exc, 'kwargs', {}).get('endpoint_url', 'the endpoint')}: {exc}")
+        text = re.sub(r"//[^/@\s\"']*@", "//",
+                      f"cannot reach {getattr(exc, 'kwargs', {}).get('endpoint_url', 'the endpoint')}: {exc}")
         return CloudError(f"{what}: {text}; check region and the *_endpoint properties", ok_to_retry=True)
     if isinstance(exc, bexc.BotoCoreError):
         return CloudError(f"{what}: {type(exc).__name__}: {exc}")

@@ -4,9 +4,9 @@ EC2 is asked the same request with `DryRun=True` instead: EC2 checks that these
 credentials may make it (and, for some operations, the parameters) and answers
 `DryRunOperation` without changing anything — so a plan also proves the IAM policy. The
 verdict goes with the mutation into the plan; a refusal is recorded and the plan goes on
-(so one plan lists every permission missing), any other error is the real request's. Then the CPI answers the request itself,
-with the parts of a real answer the code reads next and placeholder ids for what would be
-made, and the call goes on as it would.
+(so one plan lists every permission missing), any other error is the real request's.
+Then the CPI answers the request itself, with the parts of a real answer the code reads
+next and placeholder ids for what would be made, and the call goes on as it would.
 
 ELB, ELBv2 and the EBS direct API have no dry run: their mutations are planned unchecked,
 and say so; so is a request that names a resource the plan only imagines (EC2 would

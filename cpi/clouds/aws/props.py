@@ -113,9 +113,11 @@ class AwsProperties(_Strict):
         "(then it is the signing region, default `us-east-1`).",
     )
     ec2_endpoint: str | None = Field(
-        None, description="EC2 API URL for an EC2-compatible cloud or a test server; `https://` is added when no scheme is given."
+        None, description="EC2 API URL for an EC2-compatible cloud or a test server; "
+                          "`https://` is added when no scheme is given."
     )
-    elb_endpoint: str | None = Field(None, description="Elastic Load Balancing API URL (classic `elbs` and `lb_target_groups`).")
+    elb_endpoint: str | None = Field(
+        None, description="Elastic Load Balancing API URL (classic `elbs` and `lb_target_groups`).")
     sts_endpoint: str | None = Field(None, description="STS API URL, used with `role_arn`.")
     ebs_endpoint: str | None = Field(None, description="EBS direct API URL, used to upload heavy stemcells.")
     dualstack: StrictBool = Field(False, description="Use the dual-stack (IPv4 and IPv6) AWS endpoints.")
@@ -238,7 +240,8 @@ class AwsProperties(_Strict):
             given = [k for k in ("access_key_id", "secret_access_key", "session_token") if getattr(self, k) is not None]
             if given:
                 raise ValueError(
-                    f"credentials_source env_or_profile takes its credentials from the environment; remove {', '.join(given)}"
+                    "credentials_source env_or_profile takes its credentials from the environment; "
+                    f"remove {', '.join(given)}"
                 )
         return self
 
@@ -274,7 +277,8 @@ class EphemeralDisk(_Strict):
     @model_validator(mode="after")
     def _combination(self) -> EphemeralDisk:
         if self.use_instance_storage:
-            others = [k for k in ("size", "type", "iops", "throughput", "encrypted", "kms_key_arn") if getattr(self, k) is not None]
+            others = [k for k in ("size", "type", "iops", "throughput", "encrypted", "kms_key_arn")
+                      if getattr(self, k) is not None]
             if others:
                 raise ValueError(f"use_instance_storage cannot be combined with {', '.join(others)}")
         else:
@@ -285,7 +289,8 @@ class EphemeralDisk(_Strict):
 class RootDisk(_Strict):
     """The VM's root (system) volume, made from the stemcell's snapshot."""
 
-    size: StrictInt | None = Field(None, ge=1, description="Size in MiB, rounded up to whole GiB. Default: the stemcell's.")
+    size: StrictInt | None = Field(None, ge=1,
+                                   description="Size in MiB, rounded up to whole GiB. Default: the stemcell's.")
     type: VolumeType | None = Field(None, description="EBS volume type. Default gp3.")
     iops: StrictInt | None = Field(None, ge=1, description="Provisioned IOPS (gp3, io1, io2).")
     throughput: StrictInt | None = Field(None, ge=1, description="Throughput in MiB/s (gp3).")
@@ -316,8 +321,11 @@ class VMCloudProperties(_Strict):
     )
     placement_group: str | None = Field(None, description="Placement group name.")
     tenancy: Literal["default", "dedicated", "host"] = Field("default", description="Instance tenancy.")
-    ephemeral_disk: EphemeralDisk = Field(default_factory=EphemeralDisk, description="The ephemeral disk (/dev/sdb): an EBS volume deleted with the VM, or instance storage.")
-    root_disk: RootDisk = Field(default_factory=RootDisk, description="The root volume: size and type over the stemcell's.")
+    ephemeral_disk: EphemeralDisk = Field(
+        default_factory=EphemeralDisk,
+        description="The ephemeral disk (/dev/sdb): an EBS volume deleted with the VM, or instance storage.")
+    root_disk: RootDisk = Field(default_factory=RootDisk,
+                                description="The root volume: size and type over the stemcell's.")
     spot_bid_price: float | None = Field(
         None, gt=0, description="Launch as a one-time spot instance with this maximum price (USD per hour)."
     )
@@ -404,7 +412,8 @@ class StemcellCloudProperties(BaseModel):
         "Default: the global `encrypted`.",
     )
     kms_key_arn: str | None = Field(None, description="KMS key for that encryption. Default: the global `kms_key_arn`.")
-    architecture: Literal["x86_64", "arm64", "i386"] = Field("x86_64", description="Heavy: the image's CPU architecture.")
+    architecture: Literal["x86_64", "arm64", "i386"] = Field(
+        "x86_64", description="Heavy: the image's CPU architecture.")
     virtualization_type: Literal["hvm"] = Field(
         "hvm", description="Heavy: only `hvm` (paravirtual images cannot run on current instance types)."
     )

@@ -72,7 +72,8 @@ class Stemcells:
         ami = (props.ami or {}).get(region)
         if not ami:
             raise CloudError(
-                f"light stemcell has no AMI for region {region} (it has: {', '.join(sorted(props.ami or {})) or 'none'})"
+                f"light stemcell has no AMI for region {region} "
+                f"(it has: {', '.join(sorted(props.ami or {})) or 'none'})"
             )
         image = lookups.image(self.aws, ami)
         if image is None:
@@ -253,7 +254,8 @@ class Stemcells:
         if image is None:
             log.info("stemcell %s not found: nothing to delete", stemcell_cid)
             return
-        snapshots = [m["Ebs"]["SnapshotId"] for m in image.get("BlockDeviceMappings", []) if m.get("Ebs", {}).get("SnapshotId")]
+        snapshots = [m["Ebs"]["SnapshotId"] for m in image.get("BlockDeviceMappings", [])
+                     if m.get("Ebs", {}).get("SnapshotId")]
         try:
             self.aws.ec2("DeregisterImage", ImageId=stemcell_cid)
         except Exception as exc:

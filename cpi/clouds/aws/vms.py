@@ -112,7 +112,8 @@ class Vms:
         params = self._run_params(props, plan, image, group_ids, user_data, create_tags)
         instance = self._run_instance(params, props)
         vm_cid = instance["InstanceId"]
-        log.info("launched %s (%s) from %s in %s", vm_cid, props.instance_type, image["ImageId"], plan.properties.subnet)
+        log.info("launched %s (%s) from %s in %s", vm_cid, props.instance_type, image["ImageId"],
+                 plan.properties.subnet)
         try:
             self._wait_running(vm_cid, instance)
             if not props.source_dest_check:
@@ -403,7 +404,8 @@ class Vms:
             params["PublicIp"] = ip
         if address.get("InstanceId") and address["InstanceId"] != vm_cid:
             log.info("Elastic IP %s moves from %s to %s", ip, address["InstanceId"], vm_cid)
-        self.aws.ec2("AssociateAddress", budget=60.0, also=lambda c: c in ("InvalidInstanceID", "IncorrectInstanceState"),
+        self.aws.ec2("AssociateAddress", budget=60.0,
+                     also=lambda c: c in ("InvalidInstanceID", "IncorrectInstanceState"),
                      **params)
         log.info("associated Elastic IP %s with %s", ip, vm_cid)
 

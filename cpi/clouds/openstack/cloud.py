@@ -46,7 +46,8 @@ def _boundary(method: F) -> F:
         except BoshError:
             raise
         except Exception as exc:
-            if not (isinstance(exc, errors.ApiError) or type(exc).__module__.startswith(("keystoneauth1", "openstack"))):
+            if not (isinstance(exc, errors.ApiError)
+                    or type(exc).__module__.startswith(("keystoneauth1", "openstack"))):
                 raise
             p = self.properties
             raise errors.to_cloud_error(exc, method.__name__, p.describe_identity(), p.auth_url) from None

@@ -135,7 +135,8 @@ class Disks:
             seen["status"] = None if volume is None else volume.get("status")
             # gone by now: the 400 was answered while an earlier attempt (whose answer was
             # lost) was deleting it; sending again gets the 404 that means done
-            return volume is None or volume.get("status") in ("detaching", "deleting", "deleted", "creating", "attaching")
+            return volume is None or volume.get("status") in ("detaching", "deleting", "deleted", "creating",
+                                                              "attaching")
 
         seen: dict[str, Any] = {}
         try:
@@ -227,7 +228,8 @@ class Disks:
             hint = _hint(recorded)
             log.info("attached %s to %s as %s", disk_cid, vm_cid, hint)
             return hint
-        raise CloudError(f"cannot attach disk '{disk_cid}' to VM '{vm_cid}': no free device after {ATTACH_ATTEMPTS} tries")
+        raise CloudError(f"cannot attach disk '{disk_cid}' to VM '{vm_cid}': "
+                         f"no free device after {ATTACH_ATTEMPTS} tries")
 
     def _attachment(self, vm_cid: str, disk_cid: str) -> dict[str, Any] | None:
         return next((a for a in self.vms.attachments(vm_cid) if a.get("volumeId") == disk_cid), None)
@@ -269,7 +271,8 @@ class Disks:
                 holders = [a.get("server_id") for a in volume.get("attachments", [])]
                 departing = [h for h in holders if h and not self.vms.exists(h)]
                 if departing and len(departing) == len(holders):
-                    log.info("disk %s is still held by %s, which is going away; waiting", disk_cid, ", ".join(departing))
+                    log.info("disk %s is still held by %s, which is going away; waiting", disk_cid,
+                             ", ".join(departing))
                     return True
             return False
 

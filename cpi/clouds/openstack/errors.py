@@ -81,7 +81,8 @@ def parse_body(response: Any) -> tuple[str, str | None, float | None]:
         if len(body) == 1:  # Nova, Cinder: {"itemNotFound": {"code": 404, "message": ...}}
             (kind, err), = body.items()
             if isinstance(err, dict):
-                return _clean(str(err.get("message") or err.get("explanation") or "")), kind, _seconds(err.get("retryAfter"))
+                message = _clean(str(err.get("message") or err.get("explanation") or ""))
+                return message, kind, _seconds(err.get("retryAfter"))
         for key in ("message", "faultstring", "description", "detail", "title"):  # Glance, Octavia, others
             if body.get(key):
                 return _clean(str(body[key])), body.get("faultcode") or body.get("title"), None
@@ -128,7 +129,8 @@ def classifier(*, idempotent: bool, also: Callable[[ApiError], bool] | None = No
     def classify(exc: BaseException) -> retry.Verdict:
         if isinstance(exc, ApiError):
             if exc.status == 429:
-                return retry.Verdict(retry.Kind.THROTTLED, f"{exc.status} {exc.error_type or 'Too Many Requests'}", exc.retry_after)
+                return retry.Verdict(retry.Kind.THROTTLED, f"{exc.status} {exc.error_type or 'Too Many Requests'}",
+                                     exc.retry_after)
             if exc.status == 413 and exc.retry_after is not None:
                 # Nova's rate limiter says when to come back; Cinder's quota errors are 413
                 # `overLimit` too, but without a time: those are limits, not throttling
@@ -136,7 +138,8 @@ def classifier(*, idempotent: bool, also: Callable[[ApiError], bool] | None = No
             if exc.status == 503:
                 return retry.Verdict(retry.Kind.TRANSIENT, "503 Service Unavailable", exc.retry_after)
             if also is not None and also(exc):
-                return retry.Verdict(retry.Kind.TRANSIENT, f"{exc.status} {exc.error_type or ''}".strip(), exc.retry_after)
+                return retry.Verdict(retry.Kind.TRANSIENT, f"{exc.status} {exc.error_type or ''}".strip(),
+                                     exc.retry_after)
             if exc.status in (500, 502, 504) and idempotent:
                 return retry.Verdict(retry.Kind.TRANSIENT, f"{exc.status} {exc.error_type or ''}".strip())
             return retry.PERMANENT
@@ -236,7 +239,8 @@ def to_cloud_error(exc: BaseException, what: str, identity: str, auth_url: str) 
         if isinstance(exc, ksa.SSLError):
             return CloudError(f"{what}: TLS verification failed ({exc}); set ca_cert to the CA of the OpenStack APIs")
         if isinstance(exc, ksa.ConnectionError):
-            return CloudError(f"{what}: cannot reach OpenStack ({exc}); check auth_url and the network", ok_to_retry=True)
+            return CloudError(f"{what}: cannot reach OpenStack ({exc}); check auth_url and the network",
+                              ok_to_retry=True)
         if isinstance(exc, ksa.http.HttpError):
             return CloudError(f"{what}: Keystone at {auth_url}: {exc.http_status} {_ksa_message(exc)}")
         if isinstance(exc, ksa.DiscoveryFailure):

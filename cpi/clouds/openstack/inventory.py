@@ -20,7 +20,8 @@ def _strings(metadata: dict[str, Any] | None) -> dict[str, str]:
 def inventory(api, kind: str) -> list[Resource]:
     if kind == "vms":
         servers = api.get("compute", "/servers/detail")["servers"]
-        return [Resource("vm", s["id"], str(s.get("status", "?")).lower(), s.get("created"), _strings(s.get("metadata")),
+        return [Resource("vm", s["id"], str(s.get("status", "?")).lower(), s.get("created"),
+                         _strings(s.get("metadata")),
                          {"name": s.get("name"), "flavor": (s.get("flavor") or {}).get("original_name")
                           or (s.get("flavor") or {}).get("id"),
                           "zone": s.get("OS-EXT-AZ:availability_zone"),
@@ -33,7 +34,8 @@ def inventory(api, kind: str) -> list[Resource]:
                          {"name": v.get("name"), "size_gib": v.get("size"), "type": v.get("volume_type"),
                           "zone": v.get("availability_zone"),
                           "attached_to": next((a.get("server_id") for a in v.get("attachments") or []), None)})
-                for v in volumes if v.get("description") == DISK_DESCRIPTION or (v.get("metadata") or {}).get("director")]
+                for v in volumes
+                if v.get("description") == DISK_DESCRIPTION or (v.get("metadata") or {}).get("director")]
     if kind == "snapshots":
         snapshots = api.get("block-storage", "/snapshots/detail")["snapshots"]
         return [Resource("snapshot", s["id"], s.get("status", "?"), s.get("created_at"), _strings(s.get("metadata")),
@@ -56,7 +58,8 @@ def light_stemcell(api, stemcell_cid: str) -> Resource | None:
         return None
     image = response.json()
     return Resource("stemcell", stemcell_cid, image.get("status", "?"), image.get("created_at"), {},
-                    {"light": True, "image": image_id, "name": image.get("name"), "visibility": image.get("visibility")})
+                    {"light": True, "image": image_id, "name": image.get("name"),
+                     "visibility": image.get("visibility")})
 
 
 def available(api, offer: str) -> list[Offer]:
@@ -72,5 +75,6 @@ def available(api, offer: str) -> list[Offer]:
         zones = api.get("compute", "/os-availability-zone")["availabilityZoneInfo"]
         return [Offer("zone", z["zoneName"], None, {"available": (z.get("zoneState") or {}).get("available")})
                 for z in zones]
-    return [Offer("network", n.get("name") or n["id"], n["id"], {"subnets": n.get("subnets"), "status": n.get("status")})
+    return [Offer("network", n.get("name") or n["id"], n["id"],
+                  {"subnets": n.get("subnets"), "status": n.get("status")})
             for n in api.get("network", "/networks")["networks"]]

@@ -63,7 +63,8 @@ def add_member(api: OpenStack, properties: OpenStackProperties, pool_spec: LoadB
         member["monitor_port"] = pool_spec.monitoring_port
     created = api.post(SERVICE, f"/lbaas/pools/{pool['id']}/members", {"member": member},
                        also=_immutable, budget=properties.state_timeout)["member"]
-    log.info("added %s:%d to load balancer pool %s as member %s", address, pool_spec.port, pool_spec.name, created["id"])
+    log.info("added %s:%d to load balancer pool %s as member %s", address, pool_spec.port, pool_spec.name,
+             created["id"])
     for lb in pool.get("loadbalancers") or []:
         _wait_active(api, properties, lb["id"])
     return pool["id"], created["id"]

@@ -170,7 +170,8 @@ def create_port(api: OpenStack, planned: PlannedNetwork, *, name: str, origin: d
                                                                                       "already allocated")):
             raise
     if not _remove_stale_ports(api, planned.properties.net_id, planned.network.ip, planned.name):
-        raise VMCreationFailed(f"IP {planned.network.ip} of network '{planned.name}' is already in use", ok_to_retry=False)
+        raise VMCreationFailed(f"IP {planned.network.ip} of network '{planned.name}' is already in use",
+                               ok_to_retry=False)
     return _post_port(api, body, planned)
 
 

@@ -113,7 +113,8 @@ class OpenStackProperties(BaseModel):
         None, description="Cinder volume type for disks whose disk_type names none. Unset: Cinder's default."
     )
     boot_from_volume: StrictBool = Field(
-        False, description="Boot VMs from a Cinder volume made from the stemcell (vm_type `boot_from_volume` overrides)."
+        False,
+        description="Boot VMs from a Cinder volume made from the stemcell (vm_type `boot_from_volume` overrides).",
     )
     config_drive: Literal["cdrom", "disk"] | None = Field(
         None,
@@ -152,7 +153,8 @@ class OpenStackProperties(BaseModel):
         "Retry-After) or is unavailable (503); the wait honours Retry-After and is logged.",
     )
     max_retries: StrictInt = Field(
-        30, ge=0, le=1000, description="Most retries of one request (with `retry_budget_seconds`, whichever ends first)."
+        30, ge=0, le=1000,
+        description="Most retries of one request (with `retry_budget_seconds`, whichever ends first).",
     )
 
     @field_validator("auth_url")
@@ -197,7 +199,8 @@ class OpenStackProperties(BaseModel):
                 "not both"
             )
         if appcred:
-            missing = [k for k in ("application_credential_id", "application_credential_secret") if getattr(self, k) is None]
+            missing = [k for k in ("application_credential_id", "application_credential_secret")
+                       if getattr(self, k) is None]
             if missing:
                 raise ValueError(f"application credential auth needs {' and '.join(missing)}")
             return self
@@ -365,7 +368,8 @@ class StemcellCloudProperties(BaseModel):
     name: str | None = Field(None, description="Stemcell name; the image is named `<name>/<version>`.")
     version: str | int | float | None = Field(None, description="Stemcell version.")
     image_id: str | None = Field(
-        None, description="Light stemcell: the Glance image to use (must be `active`); the cid is `\"<image_id> light\"`."
+        None,
+        description="Light stemcell: the Glance image to use (must be `active`); the cid is `\"<image_id> light\"`.",
     )
     disk_format: str = Field("qcow2", description="Heavy: Glance disk format of the root image (`qcow2`, `raw`, ...).")
     container_format: str = Field("bare", description="Heavy: Glance container format.")

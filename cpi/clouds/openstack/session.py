@@ -154,7 +154,8 @@ class OpenStack:
             no_retries = {f"{service.replace('-', '_')}_status_code_retries": 0 for service in SERVICES}
             # the versions this CPI speaks: with an endpoint override, the SDK then trusts it
             # instead of probing it (one request less, and none to fail under throttling)
-            versions = {f"{service.replace('-', '_')}_api_version": version for service, version in API_VERSIONS.items()}
+            versions = {f"{service.replace('-', '_')}_api_version": version
+                        for service, version in API_VERSIONS.items()}
             self._connection = connection.Connection(
                 session=self.session(),
                 region_name=self.properties.region,

@@ -5,8 +5,9 @@ the slowest request of most calls (Keystone checks the password hash each time).
 The token is a bearer credential, so it is kept like the password next to it: one file
 per identity, mode 0600, in a directory mode 0700 owned by the CPI's user (cpi.private: a
 directory another user owns or can write to, or a link, is refused with an error naming
-`token_cache_dir`; files are opened without following links). The file name is an HMAC (keyed by a random salt kept in that directory) of the
-identity *and its secret*: a config with another password never finds this token, so a
+`token_cache_dir`; files are opened without following links). The file name is an HMAC
+(keyed by a random salt kept in that directory) of the identity *and its secret*: a
+config with another password never finds this token, so a
 wrong password still fails. An expired or revoked token is replaced as keystoneauth
 re-authenticates (it does so before expiry, and once on a 401).
 """

@@ -104,8 +104,10 @@ class Vms:
             image_id = stemcell_cid.split(" ", 1)[0]  # "<id> light" for light stemcells
             with ThreadPoolExecutor(3) as pool:  # independent lookups: one round trip instead of three
                 flavor_f = pool.submit(flavors.find, self.api, props.instance_type)
-                groups_f = pool.submit(networks.resolve_security_groups, self.api, wanted_groups) if wanted_groups else None
-                fip_f = pool.submit(networks.find_floating_ip, self.api, plan.vip.ip, plan.vip_name) if plan.vip else None
+                groups_f = (pool.submit(networks.resolve_security_groups, self.api, wanted_groups)
+                            if wanted_groups else None)
+                fip_f = (pool.submit(networks.find_floating_ip, self.api, plan.vip.ip, plan.vip_name)
+                         if plan.vip else None)
                 flavor = flavor_f.result()
                 group_ids = groups_f.result() if groups_f else []
                 floating_ip = fip_f.result() if fip_f else None
@@ -130,7 +132,8 @@ class Vms:
             for index, zone in enumerate(zones):
                 if zone:
                     body["server"]["availability_zone"] = zone
-                made.server = self._post_server(body, server_name, f"stemcell '{stemcell_cid}', flavor '{flavor['name']}'")
+                made.server = self._post_server(body, server_name,
+                                                f"stemcell '{stemcell_cid}', flavor '{flavor['name']}'")
                 log.info("creating server %s (%s) from %s%s", made.server, flavor["name"], image_id,
                          f" in {zone}" if zone else "")
                 try:
@@ -266,7 +269,8 @@ class Vms:
             if status == "ERROR":
                 fault = server.get("fault") or {}
                 text = fault.get("message") or "no fault given"
-                raise ServerFailed(f"server {vm_cid} went ERROR: {text}" + (f" (code {fault['code']})" if fault.get("code") else ""),
+                code = f" (code {fault['code']})" if fault.get("code") else ""
+                raise ServerFailed(f"server {vm_cid} went ERROR: {text}{code}",
                                    no_valid_host="no valid host" in text.lower())
             if status in _GONE:
                 raise VMCreationFailed(f"server {vm_cid} was deleted while building", ok_to_retry=True)
@@ -321,7 +325,8 @@ class Vms:
             except Exception as cleanup_exc:  # noqa: BLE001 - reported in the error below
                 problems.append(f"port {port_id}: {errors.summary(cleanup_exc)}")
         removed = ", ".join(([f"server {made.server}"] if made.server else []) + [f"port {p}" for p in made.ports])
-        note = f" ({removed} deleted)" if not problems else f" (cleanup failed for {'; '.join(problems)}: delete by hand)"
+        note = (f" ({removed} deleted)" if not problems
+                else f" (cleanup failed for {'; '.join(problems)}: delete by hand)")
         for problem in problems:
             log.error("cleanup after a failed create_vm: %s", problem)
         if not isinstance(exc, Exception):
@@ -330,7 +335,8 @@ class Vms:
 
     def _as_creation_failure(self, exc: Exception, note: str) -> VMCreationFailed:
         if isinstance(exc, BoshError):
-            return VMCreationFailed(f"{exc.message}{note}", ok_to_retry=exc.ok_to_retry or isinstance(exc, waits.WaitTimeout))
+            return VMCreationFailed(f"{exc.message}{note}",
+                                    ok_to_retry=exc.ok_to_retry or isinstance(exc, waits.WaitTimeout))
         cause = errors.to_cloud_error(exc, "create_vm", self.properties.describe_identity(), self.properties.auth_url)
         retryable = errors.classifier(idempotent=True)(exc).retryable or cause.ok_to_retry
         return VMCreationFailed(f"{cause.message}{note}", ok_to_retry=retryable)
