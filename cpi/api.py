@@ -54,6 +54,8 @@ def _no_nul(value: str) -> str:
 
 #: a string the CPI hands to the operating system as a path (no NUL: the OS cannot hold one)
 OsPath = Annotated[StrictStr, AfterValidator(_no_nul)]
+#: cloud properties, env or metadata: a JSON null is {}. An optional one defaults to None
+#: (`= None  # type: ignore[assignment]`): `Props | None` would change the wire model.
 Props = Annotated[dict[str, Any], BeforeValidator(lambda v: {} if v is None else v)]
 #: MiB, as BOSH counts disk sizes; below 2^31 MiB (2 PiB), the director's own integer range
 #: and far past any volume an IaaS makes.
@@ -175,7 +177,7 @@ def _argument_model(name: str, handler: Callable[..., Any]):
     """Built on first use only: a call pays for its own method's model, not all 26."""
     if name not in _models:
         hints = inspect.get_annotations(handler, eval_str=True)
-        fields = {}
+        fields: dict[str, Any] = {}
         for param in list(inspect.signature(handler).parameters.values())[1:]:
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[param.name] = (hints[param.name], default)
@@ -209,7 +211,8 @@ def current_vm_id(call: Call) -> str:
 
 
 @method
-def create_stemcell(call: Call, image_path: OsPath, cloud_properties: Props, env: Props = None) -> StemcellCid:
+def create_stemcell(call: Call, image_path: OsPath, cloud_properties: Props,
+                    env: Props = None) -> StemcellCid:  # type: ignore[assignment]  # see Props
     tags = (env or {}).get("tags") or {}
     if not isinstance(tags, dict):
         raise errors.CpiError("create_stemcell argument 3 (env): env.tags must be an object")
@@ -235,7 +238,7 @@ def create_vm(
     cloud_properties: Props,
     networks: dict[str, Network],
     disk_cids: list[DiskCidArg] | None = None,
-    env: Props = None,
+    env: Props = None,  # type: ignore[assignment]  # see Props
 ):
     vm_cid, vm_networks = call.cloud.create_vm(
         agent_id, stemcell_cid, cloud_properties, networks, list(disk_cids or []), env or {}
@@ -333,7 +336,8 @@ def set_disk_metadata(call: Call, disk_cid: DiskCidArg, metadata: Props) -> None
 
 
 @method
-def snapshot_disk(call: Call, disk_cid: DiskCidArg, metadata: Props = None) -> SnapshotCid:
+def snapshot_disk(call: Call, disk_cid: DiskCidArg,
+                  metadata: Props = None) -> SnapshotCid:  # type: ignore[assignment]  # see Props
     snapshot_cid = call.cloud.snapshot_disk(disk_cid, metadata or {})
     log.info("snapshot %s of disk %s", snapshot_cid, disk_cid)
     return snapshot_cid

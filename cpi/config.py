@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -25,6 +25,9 @@ from cpi.errors import CpiError
 from cpi.models import AgentConfig
 from cpi.raw_config import info_result, read_file  # noqa: F401 - read_file: callers know it as config.read_file
 from cpi.validation import describe
+
+if TYPE_CHECKING:
+    from cpi.clouds.base import Cloud
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +66,7 @@ class Config:
     """The validated configuration of one call."""
 
     plugin: str
-    cloud_class: type  # the selected cpi.clouds.base.Cloud subclass
+    cloud_class: type[Cloud]  # the selected cloud
     properties: BaseModel  # the plugin's own Properties model
     agent: AgentConfig
     debug: DebugConfig
@@ -72,14 +75,14 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
 
 
-def _overrides(plugin: str, cloud_class: type, context: dict, section: dict) -> dict:
+def _overrides(plugin: str, cloud_class: type[Cloud], context: dict, section: dict) -> dict:
     """The context keys that may override this cloud's properties for one call; keys that
     name a property only the config file may set (a command, a path) are left out, and
     the log says so. So are keys that move an endpoint (cloud_class.context_endpoints)
     when the context brings none of the secrets of its own (context_secrets): the file's
     credentials go only where the file sends them."""
     fields = cloud_class.Properties.model_fields
-    allowed = getattr(cloud_class, "context_overrides", frozenset())
+    allowed: frozenset[str] = getattr(cloud_class, "context_overrides", frozenset())
     overrides = {}
     for key, value in context.items():
         if key in allowed and key in fields:
@@ -87,8 +90,8 @@ def _overrides(plugin: str, cloud_class: type, context: dict, section: dict) -> 
         elif key in fields:
             log.warning("context key '%s' is ignored: cloud.properties.%s.%s is set only in the config file",
                         key, plugin, key)
-    endpoints = getattr(cloud_class, "context_endpoints", frozenset())
-    secrets = getattr(cloud_class, "context_secrets", frozenset())
+    endpoints: frozenset[str] = getattr(cloud_class, "context_endpoints", frozenset())
+    secrets: frozenset[str] = getattr(cloud_class, "context_secrets", frozenset())
     moved = [key for key in overrides if key in endpoints and overrides[key] != section.get(key)]
     if moved and not any(overrides.get(key) for key in secrets):
         for key in moved:

@@ -56,6 +56,7 @@ def locked(lock_dir: Path, *names: str, timeout: float = 300.0) -> Iterator[None
     try:
         for path, name in sorted({lock_path(lock_dir, n): n for n in names}.items()):
             fd = _acquire(path, name, deadline, timeout)
+            assert fd is not None, "with a deadline, _acquire waits or raises"
             held.append((path, fd))
         reached("locked " + " ".join(sorted(set(names))))
         yield

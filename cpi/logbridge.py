@@ -54,10 +54,10 @@ def install(call_log: CallLog) -> list[logging.Handler]:
         handler.addFilter(stamp)
         handlers.append(handler)
     root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    for new in handlers:
+        root.addHandler(new)
     root.setLevel(logging.WARNING)
     logging.getLogger("cpi").setLevel(call_log.level)
     logging.captureWarnings(True)

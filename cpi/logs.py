@@ -232,7 +232,8 @@ class Redactor:
         """The known secrets that occur in `text`, in time linear in its length for each
         length of secret there is: a few secrets of one length are each searched for (in C);
         many are looked up among the text's substrings of that length."""
-        size, found = len(text), set()
+        size = len(text)
+        found: set[str] = set()
         for length, group in self._by_length.items():
             if length > size:
                 continue

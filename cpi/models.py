@@ -93,7 +93,7 @@ def dns_servers(networks: dict[str, Network]) -> list[str]:
     """The nameservers of the network that is default for dns (else the first that has any)."""
     chosen = next((n for n in networks.values() if n.dns and "dns" in (n.default or [])), None)
     chosen = chosen or next((n for n in networks.values() if n.dns), None)
-    return list(chosen.dns) if chosen else []
+    return list(chosen.dns) if chosen and chosen.dns else []
 
 
 DEFAULT_BLOBSTORE = {

@@ -125,3 +125,10 @@ def begin() -> Plan:
 def end() -> None:
     global active
     active = None
+
+
+def current() -> Plan:
+    """The active plan, for the code that runs only in plan mode (the clouds' planned.py)."""
+    if active is None:
+        raise RuntimeError("no plan is active")
+    return active

@@ -26,6 +26,13 @@ _INFINITY = float("inf")
 # interpreter): it drives the C scanner and encoder of the `json` package (`_json`) directly,
 # exactly as json.loads/json.dumps do, and imports `json` or `re` only on the rare paths
 # (an error to describe, a request deep enough or with surrogates to check).
+TYPE_CHECKING = False  # not `typing` (~ms): for mypy only
+if TYPE_CHECKING:
+    from typing import Any
+
+    # typeshed types these as the C classes; here they may be None (no accelerator)
+    _make_scanner: Any
+    _make_encoder: Any
 try:
     from _json import encode_basestring as _encode_basestring
     from _json import encode_basestring_ascii as _encode_basestring_ascii
@@ -88,7 +95,8 @@ def _scanner():
         else:
             import json
 
-            _scan_once = json.JSONDecoder(parse_constant=_constant, parse_float=_float, parse_int=_int).scan_once
+            decoder = json.JSONDecoder(parse_constant=_constant, parse_float=_float, parse_int=_int)
+            _scan_once = decoder.scan_once  # type: ignore[attr-defined]  # set by its __init__, not in typeshed
     return _scan_once
 
 
@@ -147,8 +155,8 @@ def loads(data: bytes | str, what: str):
         value = _decode(text)
     except _Refused as exc:
         raise InvalidJSON(what, str(exc)) from None
-    except ValueError as exc:  # json.JSONDecodeError
-        if not hasattr(exc, "lineno"):
+    except ValueError as exc:  # json.JSONDecodeError (not named here: that would import json)
+        if not (hasattr(exc, "msg") and hasattr(exc, "lineno") and hasattr(exc, "colno")):
             raise
         raise InvalidJSON(what, f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:

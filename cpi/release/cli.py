@@ -73,6 +73,7 @@ def _vendor(args: argparse.Namespace) -> int:
         if args.host:
             platforms.append(vendor.host_platform())
         counts = vendor.vendor_wheels(release_dir, definition, platforms or None)
+        assert definition.vendor is not None, "vendor_wheels refuses a release.yml without a vendor section"
         directory = vendor.wheels_dir(release_dir, definition.vendor)
         summary = ", ".join(f"{name}: {count}" for name, count in counts.items())
         print(f"Wheels: {directory.relative_to(release_dir)}/ ({summary})")

@@ -114,7 +114,7 @@ def distribution_removals(site_packages: Path, unused=UNUSED_DISTRIBUTIONS) -> l
             continue
         tops = [site_packages / m for m in modules if (site_packages / m).is_dir()]
         record = info / "RECORD"
-        rows = csv.reader(record.read_text().splitlines()) if record.is_file() else []
+        rows = list(csv.reader(record.read_text().splitlines())) if record.is_file() else []
         for row in rows:
             path = Path(os.path.normpath(site_packages / row[0])) if row and row[0] else None
             if path is None or not path.resolve().is_relative_to(root):

@@ -364,12 +364,13 @@ def python_source_version(source: Path) -> tuple[str, str]:
                     break
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise ReleaseError(f"{source}: not a readable tar archive ({exc})") from None
-    if len(tops) != 1 or not SOURCE_DIR_RE.match(next(iter(tops))) or not has_configure:
+    found = SOURCE_DIR_RE.match(next(iter(tops))) if len(tops) == 1 else None
+    if found is None or not has_configure:
         raise ReleaseError(
             f"{source}: not a CPython source tarball (expected one top-level Python-X.Y.Z/ directory "
             f"with a configure script; found {', '.join(sorted(tops)[:3]) or 'nothing'})"
         )
-    version = SOURCE_DIR_RE.match(next(iter(tops))).group(1)
+    version = found.group(1)
     with open(source, "rb") as handle:
         magic = handle.read(6)
     suffix = "tar.xz" if magic.startswith(b"\xfd7zXZ") else "tgz" if magic.startswith(b"\x1f\x8b") else None

@@ -18,12 +18,12 @@ READ_ONLY = ("Describe", "Get", "List", "AssumeRole")
 SKIPPED = {"PutSnapshotBlock"}
 
 
-def _tags(tags: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _tags(tags: list[Any] | None) -> dict[Any, Any]:  # as the caller sent them: anything
     return {t.get("Key"): t.get("Value") for t in tags or [] if isinstance(t, dict)}
 
 
-def _spec_tags(params: dict[str, Any]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
+def _spec_tags(params: dict[str, Any]) -> dict[Any, Any]:
+    found: dict[Any, Any] = {}
     for spec in params.get("TagSpecifications") or []:
         found.update(_tags(spec.get("Tags")))
     return found
@@ -33,7 +33,7 @@ def _first(values: Any) -> Any:
     return values[0] if isinstance(values, list) and values else None
 
 
-def lines(operation: str, params: dict[str, Any], response: dict[str, Any]) -> list[tuple[str, str, Any, Any, Any]]:
+def lines(operation: str, params: dict[str, Any], response: Any) -> list[tuple[str, str, Any, Any, Any]]:
     """(action, resource_type, resource_id, old, new) for each line one request makes."""
     p, r = params, response if isinstance(response, dict) else {}
     if operation == "RunInstances":

@@ -17,6 +17,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from cpi import waits
@@ -188,7 +189,7 @@ class Disks:
 
         def check() -> waits.Check:
             found = self.aws.ec2("DescribeVolumesModifications", VolumeIds=[disk_cid]).get("VolumesModifications", [])
-            modification = max(found, key=lambda m: str(m.get("StartTime", "")), default={})
+            modification: dict[str, Any] = max(found, key=lambda m: str(m.get("StartTime", "")), default={})
             state = modification.get("ModificationState", "unknown")
             if state == "failed":
                 reason = modification.get("StatusMessage", "no reason given")
@@ -438,8 +439,8 @@ def _hint(device: str, disk_cid: str, nvme: bool) -> str:
     return device
 
 
-def _free_device(instance: dict[str, Any], taken: set[str] = frozenset()) -> str:
-    used = {_DEVICE.match(d).group(1) for d in taken if _DEVICE.match(d)}
+def _free_device(instance: dict[str, Any], taken: Collection[str] = frozenset()) -> str:
+    used = {hit.group(1) for d in taken if (hit := _DEVICE.match(d))}
     for mapping in instance.get("BlockDeviceMappings", []):
         match = _DEVICE.match(mapping.get("DeviceName") or "")
         if match:

@@ -44,13 +44,13 @@ def check_cloud_config(cloud, items: list[Item]) -> list[Finding]:
     findings: list[Finding] = []
     try:
         if "subnet" in refs:
-            found = _collect(aws, "DescribeSubnets", "Subnets", "SubnetId",
+            found: set[str] = _collect(aws, "DescribeSubnets", "Subnets", "SubnetId",
                              Filters=[{"Name": "subnet-id", "Values": sorted(refs["subnet"])}])
             findings += missing(refs, "subnet", found, "subnet")
         if "security_group" in refs:
             names = sorted(refs["security_group"])
             ids = [n for n in names if n.startswith("sg-")]
-            found: set[str] = set()
+            found = set()
             if ids:
                 found |= _collect(aws, "DescribeSecurityGroups", "SecurityGroups", "GroupId",
                                   Filters=[{"Name": "group-id", "Values": ids}])

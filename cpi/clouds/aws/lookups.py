@@ -3,7 +3,7 @@ error BOSH expects (or None where absence is an answer, not an error)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 from cpi.errors import DiskNotFound, VMNotFound
 
@@ -14,6 +14,10 @@ from .session import Aws
 GONE = ("terminated",)
 
 
+@overload
+def instance(aws: Aws, vm_cid: str, *, missing_ok: Literal[False] = False) -> dict[str, Any]: ...
+@overload
+def instance(aws: Aws, vm_cid: str, *, missing_ok: bool) -> dict[str, Any] | None: ...
 def instance(aws: Aws, vm_cid: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
     """The instance, or VMNotFound (None with missing_ok) when EC2 does not know it or it
     has terminated (EC2 keeps terminated instances visible for about an hour)."""
@@ -33,6 +37,10 @@ def instance(aws: Aws, vm_cid: str, *, missing_ok: bool = False) -> dict[str, An
     return found
 
 
+@overload
+def volume(aws: Aws, disk_cid: str, *, missing_ok: Literal[False] = False) -> dict[str, Any]: ...
+@overload
+def volume(aws: Aws, disk_cid: str, *, missing_ok: bool) -> dict[str, Any] | None: ...
 def volume(aws: Aws, disk_cid: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
     try:
         response = aws.ec2("DescribeVolumes", VolumeIds=[disk_cid])

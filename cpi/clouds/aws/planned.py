@@ -34,7 +34,7 @@ def send(aws, client, method, service: str, operation: str, params: dict[str, An
     if operation not in audited.SKIPPED:  # not one line per block of a stemcell upload
         log.info("plan: %s:%s not sent (%s)", service, operation, verdict)
     answer = _answer(operation, params)
-    with plan.active.permission(verdict):
+    with plan.current().permission(verdict):
         audited.after(service, operation, params, answer)
     return answer
 
@@ -43,7 +43,7 @@ def _dry_run(aws, client, method, service: str, operation: str, params: dict[str
     model = method.__self__.meta.service_model.operation_model(operation)
     if "DryRun" not in (model.input_shape.members if model.input_shape else {}):
         return f"not checked: {service}:{operation} has no dry run"
-    imagined = plan.active.names_placeholder(params)
+    imagined = plan.current().names_placeholder(params)
     if imagined is not None:
         return f"not checked: it names {imagined}, which the plan would make"
     from botocore.exceptions import ClientError
@@ -77,7 +77,7 @@ def _first(values: Any) -> dict[str, Any]:
 
 def _answer(operation: str, p: dict[str, Any]) -> dict[str, Any]:
     """What the code reads of each answer, with placeholders for what would be made."""
-    made = plan.active.placeholder
+    made = plan.current().placeholder
     if operation == "RunInstances":
         interface = _first(p.get("NetworkInterfaces"))
         return {"Instances": [{

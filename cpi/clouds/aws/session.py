@@ -117,8 +117,8 @@ class Aws:
     def __init__(self, properties: AwsProperties):
         self.properties = properties
         self.requests: collections.Counter[str] = collections.Counter()
-        self._session = None
-        self._base_session = None  # the session whose credentials sign (or assume the role)
+        self._session: Any = None  # botocore sessions (botocore is untyped)
+        self._base_session: Any = None  # the session whose credentials sign (or assume the role)
         self._clients: dict[str, Any] = {}
         self._full_model_services: set[str] = set()
         self._lock = threading.RLock()  # heavy stemcell uploads call from worker threads
@@ -324,7 +324,7 @@ class Aws:
             try:
                 return method(**params)
             except Exception as exc:
-                exc.after_unknown_outcome = earlier_unsure
+                exc.after_unknown_outcome = earlier_unsure  # type: ignore[attr-defined]  # ours, on any error
                 earlier_unsure = earlier_unsure or retry.unsure(errors.classifier, exc)
                 raise
 

@@ -119,7 +119,7 @@ class Vms:
             if not props.source_dest_check:
                 self.aws.ec2("ModifyInstanceAttribute", InstanceId=vm_cid, SourceDestCheck={"Value": False})
             if plan.vip is not None:
-                self._associate_elastic_ip(vm_cid, plan)
+                self._associate_elastic_ip(vm_cid, plan.vip, plan.vip_name)
             self._register_load_balancers(vm_cid, props)
         except BaseException as exc:
             failure = self._clean_up_failed(vm_cid, exc)
@@ -381,8 +381,8 @@ class Vms:
         waits.until(check, what=f"instance {vm_cid} to be running", timeout=self.properties.vm_wait_timeout,
                     setting="vm_wait_timeout", schedule=INSTANCE_WAIT)
 
-    def _associate_elastic_ip(self, vm_cid: str, plan: NetworkPlan) -> None:
-        ip = plan.vip.ip
+    def _associate_elastic_ip(self, vm_cid: str, vip: Network, vip_name: str | None) -> None:
+        ip = vip.ip
         try:
             addresses = self.aws.ec2("DescribeAddresses", PublicIps=[ip]).get("Addresses", [])
         except Exception as exc:
@@ -392,7 +392,7 @@ class Vms:
                 raise
         if not addresses:
             raise VMCreationFailed(
-                f"Elastic IP {ip} of vip network '{plan.vip_name}' is not allocated to this account in "
+                f"Elastic IP {ip} of vip network '{vip_name}' is not allocated to this account in "
                 f"{self.properties.signing_region}",
                 ok_to_retry=False,
             )
@@ -533,7 +533,7 @@ class Vms:
 
 def _env_tags(env: dict) -> dict[str, Any]:
     """env.bosh.tags (the director's deployment and manifest tags), if well formed."""
-    bosh = env.get("bosh") if isinstance(env, dict) else None
+    bosh = env.get("bosh")  # env itself is a dict (api.Props)
     found = bosh.get("tags") if isinstance(bosh, dict) else None
     return found if isinstance(found, dict) else {}
 

@@ -6,6 +6,7 @@ One request per kind of thing named, whatever the number of names."""
 from __future__ import annotations
 
 import urllib.parse
+from typing import Any
 
 from cpi.clouds.findings import Finding, Item, missing, references
 
@@ -50,7 +51,7 @@ def _check(api, refs) -> list[Finding]:
     if "flavor" in refs:
         from .flavors import all_flavors
 
-        flavors = all_flavors(api)
+        flavors: list[Any] = all_flavors(api)  # as Nova sent them (the other APIs here are untyped too)
         names = {f.get("name") for f in flavors}
         findings += missing(refs, "flavor", names | {f.get("id") for f in flavors}, "flavor", known=names)
     if "network" in refs:

@@ -166,10 +166,11 @@ def create_port(api: OpenStack, planned: PlannedNetwork, *, name: str, origin: d
     try:
         return _post_port(api, body, planned)
     except errors.ApiError as exc:
-        if not (planned.network.type == "manual" and exc.status == 409 and exc.mentions("IpAddressAlreadyAllocated",
-                                                                                      "already allocated")):
+        net_id, ip = planned.properties.net_id, planned.network.ip  # both set on a manual network
+        taken = exc.status == 409 and exc.mentions("IpAddressAlreadyAllocated", "already allocated")
+        if not (planned.network.type == "manual" and taken and net_id and ip):
             raise
-    if not _remove_stale_ports(api, planned.properties.net_id, planned.network.ip, planned.name):
+    if not _remove_stale_ports(api, net_id, ip, planned.name):
         raise VMCreationFailed(f"IP {planned.network.ip} of network '{planned.name}' is already in use",
                                ok_to_retry=False)
     return _post_port(api, body, planned)

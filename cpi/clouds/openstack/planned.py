@@ -46,7 +46,7 @@ class Answer:
 def send(service: str, method: str, path: str, body: Any) -> Answer:
     answer = _answer(method, path, body)
     log.info("plan: %s %s %s not sent", service, method, path.split("?", 1)[0])
-    with plan.active.permission(UNCHECKED):
+    with plan.current().permission(UNCHECKED):
         audited.after(service, method, path, body, answer)
     return answer
 
@@ -62,7 +62,7 @@ def _answer(method: str, path: str, body: Any) -> Answer:
     if method == "POST" and len(parts) == 1:  # a create: the resource, as sent, with an id
         wrapper = next(iter(sent)) if len(sent) == 1 and isinstance(next(iter(sent.values())), dict) else None
         inner = dict(sent[wrapper]) if wrapper else dict(sent)
-        inner["id"] = plan.active.placeholder(PREFIX.get(collection, f"{collection.rstrip('s')}-"))
+        inner["id"] = plan.current().placeholder(PREFIX.get(collection, f"{collection.rstrip('s')}-"))
         inner.setdefault("status", FIRST_STATUS.get(collection, "creating"))
         if collection == "ports":
             inner.setdefault("fixed_ips", [])

@@ -26,12 +26,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpi import backoff, plan, retry
 
 from . import audited, errors
 from .props import OpenStackProperties
+
+if TYPE_CHECKING:
+    from keystoneauth1.session import Session
+    from openstack.connection import Connection
 
 log = logging.getLogger("cpi.clouds.openstack")
 
@@ -69,8 +73,8 @@ class OpenStack:
         self.properties = properties
         self._urls: list[str] = []
         self._lock = threading.Lock()
-        self._connection = None
-        self._session = None
+        self._connection: Connection | None = None
+        self._session: Session | None = None
         self._adapters: dict[str, Any] = {}
         self._endpoints: dict[str, str] = {}
         self._authenticated = False
@@ -106,6 +110,7 @@ class OpenStack:
 
         p = self.properties
         if p.application_credential_id:
+            assert p.application_credential_secret is not None, "OpenStackProperties requires it with the id"
             return v3.ApplicationCredential(
                 auth_url=p.auth_url,
                 application_credential_id=p.application_credential_id,
@@ -114,6 +119,7 @@ class OpenStack:
         scope: dict[str, Any] = {"project_id": p.project_id} if p.project_id else {
             "project_name": p.project, "project_domain_name": p.project_domain_name or p.domain,
         }
+        assert p.api_key is not None, "OpenStackProperties requires it without an application credential"
         return v3.Password(
             auth_url=p.auth_url,
             username=p.username,
@@ -146,16 +152,16 @@ class OpenStack:
         if self._connection is None:
             from openstack import connection
 
-            overrides = {}
+            overrides: dict[str, Any] = {}
             for service, url in self.properties.endpoint_overrides.items():
                 if service in ("network", "load-balancer") and not url.rstrip("/").endswith("/v2.0"):
                     url = url.rstrip("/") + "/v2.0"  # the SDK adds it to catalog URLs, not to overrides
                 overrides[f"{service.replace('-', '_')}_endpoint_override"] = url
-            no_retries = {f"{service.replace('-', '_')}_status_code_retries": 0 for service in SERVICES}
+            no_retries: dict[str, Any] = {f"{service.replace('-', '_')}_status_code_retries": 0 for service in SERVICES}
             # the versions this CPI speaks: with an endpoint override, the SDK then trusts it
             # instead of probing it (one request less, and none to fail under throttling)
-            versions = {f"{service.replace('-', '_')}_api_version": version
-                        for service, version in API_VERSIONS.items()}
+            versions: dict[str, Any] = {f"{service.replace('-', '_')}_api_version": version
+                                        for service, version in API_VERSIONS.items()}
             self._connection = connection.Connection(
                 session=self.session(),
                 region_name=self.properties.region,

@@ -13,7 +13,7 @@ import logging
 import os
 import tarfile
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from cpi import waits
 from cpi.errors import CloudError
@@ -55,6 +55,7 @@ class Stemcells:
 
     def _light(self, props: StemcellCloudProperties) -> str:
         image_id = props.image_id
+        assert image_id, "props.is_light"
         response = self.api.request("image", "GET", f"/images/{_quote(image_id)}", ok=(404,))
         if response.status_code == 404:
             raise CloudError(f"light stemcell: image {image_id} not found")
@@ -107,7 +108,7 @@ class Stemcells:
         image_id = image["id"]
         log.info("created image %s (%s); uploading %d bytes", image_id, body["name"], size)
         try:
-            opened: list[BinaryIO] = []
+            opened: list[_Sized] = []
 
             def fresh_body():
                 for handle in opened:
@@ -160,7 +161,7 @@ class Stemcells:
 class _Sized:
     """A read-only stream with a length, so requests sends a Content-Length and streams it."""
 
-    def __init__(self, stream: BinaryIO, size: int, closers: list[Any]):
+    def __init__(self, stream: IO[bytes], size: int, closers: list[Any]):
         self._stream = stream
         self._size = size
         self._closers = closers
@@ -168,7 +169,7 @@ class _Sized:
     def __len__(self) -> int:
         return self._size
 
-    def read(self, amount: int = -1) -> bytes:
+    def read(self, amount: int | None = -1) -> bytes:
         return self._stream.read(_CHUNK if amount is None or amount < 0 else amount)
 
     def close(self) -> None:
@@ -209,6 +210,7 @@ class _RootImage:
         for member in archive:
             if member.name == self._member:
                 stream = archive.extractfile(member)
-                return _Sized(stream, member.size, [archive])
+                if stream is not None:  # a regular file, as size() found it
+                    return _Sized(stream, member.size, [archive])
         archive.close()
         raise CloudError(f"stemcell image '{self.path}': {ROOT_IMAGE} vanished while reading")

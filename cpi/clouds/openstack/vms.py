@@ -107,7 +107,7 @@ class Vms:
                 groups_f = (pool.submit(networks.resolve_security_groups, self.api, wanted_groups)
                             if wanted_groups else None)
                 fip_f = (pool.submit(networks.find_floating_ip, self.api, plan.vip.ip, plan.vip_name)
-                         if plan.vip else None)
+                         if plan.vip and plan.vip.ip and plan.vip_name else None)  # networks.plan checked both
                 flavor = flavor_f.result()
                 group_ids = groups_f.result() if groups_f else []
                 floating_ip = fip_f.result() if fip_f else None
@@ -146,6 +146,7 @@ class Vms:
                     self._delete_server(made.server)
                     made.server = None
             vm_cid = made.server
+            assert vm_cid is not None, "each zone made a server or raised"
             if floating_ip is not None:
                 port = plan.gateway.port or self._nova_port(vm_cid, plan.gateway)
                 networks.associate_floating_ip(self.api, floating_ip, port)
@@ -229,7 +230,7 @@ class Vms:
             if wanted_groups:
                 server["security_groups"] = [{"name": g} for g in wanted_groups]
         else:
-            server["networks"] = [{"port": p.port["id"]} for p in plan.networks]
+            server["networks"] = [{"port": p.port["id"]} for p in plan.networks if p.port is not None]  # all of them
         key_name = props.key_name or self.properties.default_key_name
         if key_name:
             server["key_name"] = key_name
@@ -449,7 +450,7 @@ def _zones(props: VMCloudProperties) -> list[str | None]:
 
 
 def _is_root_device(device: str | None) -> bool:
-    return bool(device) and device.rstrip("0123456789").endswith("a")
+    return bool(device and device.rstrip("0123456789").endswith("a"))
 
 
 def _quote(value: str) -> str:
