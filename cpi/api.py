@@ -165,7 +165,10 @@ def _bind(name: str, handler: Callable[..., Any], arguments: list[Any]) -> dict[
         parsed = model.model_validate(values)
     except ValidationError as exc:
         index = {p.name: i + 1 for i, p in enumerate(params)}
-        label = lambda field: f"{name} argument {index.get(field, '?')} ({field})"  # noqa: E731
+
+        def label(field: str) -> str:
+            return f"{name} argument {index.get(field, '?')} ({field})"
+
         raise errors.CpiError(f"invalid arguments: {describe(exc, label=label)}") from None
     return {p.name: getattr(parsed, p.name) for p in params}
 

@@ -37,7 +37,7 @@ def looks(*states: str, done: str = "ready"):
         seen.append(state)
         return waits.Check(state == done, state, f"value at {state}")
 
-    check.seen = seen  # type: ignore[attr-defined]
+    check.seen = seen
     return check
 
 

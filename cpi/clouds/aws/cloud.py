@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
@@ -32,12 +32,13 @@ from .props import (
     VMCloudProperties,
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _boundary(method: F) -> F:
+def _boundary(method: Callable[Concatenate[AwsCloud, P], R]) -> Callable[Concatenate[AwsCloud, P], R]:
     @functools.wraps(method)
-    def wrapper(self: AwsCloud, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: AwsCloud, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return method(self, *args, **kwargs)
         except BoshError:
@@ -50,7 +51,7 @@ def _boundary(method: F) -> F:
             if self._aws is not None and self._aws.requests:
                 self.log.info("%s: %s", method.__name__, self._aws.summary())
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 class AwsCloud(Cloud):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from cpi.clouds import STEMCELL_FORMATS
 from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
@@ -34,12 +34,13 @@ from .props import (
     VMCloudProperties,
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _boundary(method: F) -> F:
+def _boundary(method: Callable[Concatenate[OpenStackCloud, P], R]) -> Callable[Concatenate[OpenStackCloud, P], R]:
     @functools.wraps(method)
-    def wrapper(self: OpenStackCloud, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: OpenStackCloud, /, *args: P.args, **kwargs: P.kwargs) -> R:
         started = time.monotonic()
         try:
             return method(self, *args, **kwargs)
@@ -57,7 +58,7 @@ def _boundary(method: F) -> F:
             if self._api is not None and self._api.requests:
                 self.log.info("%s: %s in %.2fs", method.__name__, self._api.summary(), time.monotonic() - started)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 class OpenStackCloud(Cloud):

@@ -56,12 +56,12 @@ def preload() -> None:
     """The SDK a call imports on first use (~0.25 s, mostly openstacksdk's 460 modules),
     imported ahead of calls by the warm helper (Cloud.preload). Imports only: no session,
     no socket, no token."""
-    import requests  # noqa: F401
-    from keystoneauth1 import adapter, exceptions, session  # noqa: F401
-    from keystoneauth1.identity import v3  # noqa: F401
-    from openstack import connection  # noqa: F401
+    import requests  # noqa: F401 - preloaded
+    from keystoneauth1 import adapter, exceptions, session  # noqa: F401 - preloaded
+    from keystoneauth1.identity import v3  # noqa: F401 - preloaded
+    from openstack import connection  # noqa: F401 - preloaded
 
-    from . import tokens  # noqa: F401
+    from . import tokens  # noqa: F401 - preloaded
 
 
 class OpenStack:
