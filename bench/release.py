@@ -149,7 +149,7 @@ def main() -> int:
     source = args.python_source
     work = Path(tempfile.mkdtemp(prefix="cpi-bench-release-"))
     if args.standin_python3:
-        minor = "%d.%d" % sys.version_info[:2]
+        minor = "{}.{}".format(*sys.version_info[:2])
         source = fake_python_source(work / f"Python-{minor}.99.tgz", f"{minor}.99")
     if source is None:
         found = sorted((ROOT / "blobs/python3").glob("Python-*"))

@@ -26,7 +26,7 @@ class Opening:
     """A config ready to call, and its cloud, made on first use only: the wire answers
     `info` and `ping` without making it, and `cpi validate` without --online never does."""
 
-    __slots__ = ("config", "context", "_cloud")
+    __slots__ = ("_cloud", "config", "context")
 
     def __init__(self, config: Config, context: CallContext):
         self.config, self.context = config, context

@@ -31,7 +31,7 @@ class Request:
     it for `info`). `arguments` may be omitted for methods that take none; other keys are
     allowed (and ignored)."""
 
-    __slots__ = ("method", "arguments", "context", "api_version")
+    __slots__ = ("api_version", "arguments", "context", "method")
 
     def __init__(self, method: str, arguments: list, context: dict, api_version: int | None):
         self.method, self.arguments, self.context, self.api_version = method, arguments, context, api_version
@@ -142,7 +142,7 @@ def _log_level() -> int:
 def read_all(fd: int) -> tuple[bytes, str | None]:
     """All of stdin, and why reading stopped before its end if it did. A closed or
     unreadable stdin reads as empty (and gets the empty-stdin error), never a traceback."""
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         try:
             chunk = os.read(fd, 1 << 20)
@@ -209,7 +209,8 @@ def _write(fd: int, result: Any, error: errors.BoshError | None, call_log: CallL
     except (TypeError, ValueError, RecursionError) as exc:  # a cloud returned something JSON cannot hold
         import reprlib
 
-        message = redactor.text(f"the CPI produced a result that is not JSON ({exc}): {reprlib.repr(result)}", limit=MESSAGE_LIMIT)
+        message = redactor.text(f"the CPI produced a result that is not JSON ({exc}): {reprlib.repr(result)}",
+                                limit=MESSAGE_LIMIT)
         wire_error = errors.CloudError(message).to_wire()
         data = strict_json.dumps({"result": None, "error": wire_error, "log": log_text})
     view = memoryview((data + "\n").encode())

@@ -13,9 +13,9 @@ from cpi.operator.audit import parse_since, select, trail_path
 from .output import short
 
 
-def add_parser(sub, name: str, help: str) -> None:
+def add_parser(sub, name: str, summary: str) -> None:
     p = sub.add_parser(
-        name, help=help,
+        name, help=summary,
         description="Read the audit trail (rotated files included, oldest first) of the cloud cpi.json names.",
         epilog="examples: cpi audit --config cpi.json --request-id cpi-123456;  "
                "cpi audit --config cpi.json --resource vol-0abc --since 2h --json",

@@ -12,8 +12,8 @@ from .cloud import Opened, add_cloud_options
 from .output import fail, print_json
 
 
-def add_parser(sub, name: str, help: str) -> None:
-    p = sub.add_parser(name, help=help, epilog="example: cpi avail sizes --config cpi.json")
+def add_parser(sub, name: str, summary: str) -> None:
+    p = sub.add_parser(name, help=summary, epilog="example: cpi avail sizes --config cpi.json")
     p.add_argument("offer", choices=OFFERS)
     add_cloud_options(p)
     p.set_defaults(func=avail_command)

@@ -17,12 +17,12 @@ examples:
   cpi call create_stemcell '"image.tgz"' '{"name": "s", "version": "1"}'
 
 Each argument is one JSON value (quote it for the shell). A relative --config is read from
-the current directory, as is create_stemcell's image path. Exit status: 0 when the response has no error, 1 when it has one,
-2 for a usage error."""
+the current directory, as is create_stemcell's image path. Exit status: 0 when the response
+has no error, 1 when it has one, 2 for a usage error."""
 
 
-def add_parser(sub, name: str, help: str) -> None:
-    p = sub.add_parser(name, help=help,
+def add_parser(sub, name: str, summary: str) -> None:
+    p = sub.add_parser(name, help=summary,
                        description="Call one CPI method as a director does: one bin/cpi process, the environment\n"
                        "wiped to PATH, one JSON request on its stdin. Prints the response.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -23,9 +23,9 @@ from .usage import Formatter
 DEFAULT_NETWORKS = {"default": {"type": "dynamic", "cloud_properties": {}}}
 
 
-def add_parser(sub, name: str, help: str) -> None:
+def add_parser(sub, name: str, summary: str) -> None:
     p = sub.add_parser(
-        name, help=help,
+        name, help=summary,
         description="What a director does to a CPI, step by step through bin/cpi (info, create_stemcell,\n"
                     "create_vm, disks, snapshots, resize, reboot, deletes), timed, with the IaaS requests\n"
                     "each step made. Everything the run made is deleted afterwards whatever happens, and\n"
@@ -38,7 +38,8 @@ def add_parser(sub, name: str, help: str) -> None:
                "    --stemcell-properties '{\"name\": \"bosh-aws-xen-hvm-ubuntu-jammy-go_agent\", \"version\": \"1\", "
                "\"ami\": {\"eu-west-1\": \"ami-0abc\"}}' \\\n"
                "    --vm-type '{\"instance_type\": \"t3.small\"}' \\\n"
-               "    --network '{\"default\": {\"type\": \"dynamic\", \"cloud_properties\": {\"subnet\": \"subnet-0abc\"}}}'",
+               "    --network '{\"default\": {\"type\": \"dynamic\", "
+               "\"cloud_properties\": {\"subnet\": \"subnet-0abc\"}}}'",
     )
     p.add_argument("--config", help="cpi.json (default: the local cloud with its defaults)")
     p.add_argument("--stemcell", required=True, metavar="IMAGE_PATH",
@@ -57,7 +58,7 @@ def _json_arg(name: str, text: str) -> dict:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SystemExit(f"cpi certify: --{name}: not JSON: {exc}")
+        raise SystemExit(f"cpi certify: --{name}: not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise SystemExit(f"cpi certify: --{name}: expected a JSON object")
     return value
@@ -108,7 +109,8 @@ def _clean_up_after_killed_runs(cloud: str, key: str | None, config: Path | None
     their own cleanup would have, before this run makes anything."""
     for record in Journal.left(cloud, key):
         director = str(record.get("director_uuid"))
-        made = record.get("made") if isinstance(record.get("made"), dict) else {}
+        made = record.get("made")
+        made = made if isinstance(made, dict) else {}
         earlier = Certify(Client(config, echo=False, director_uuid=director), finder, cloud, ("", {}), {}, {}, {},
                           Journal(director, cloud, key))
         earlier.created = {k: v for k, v in made.items() if isinstance(v, str)}

@@ -5,14 +5,18 @@ listed under, its one-line help and the example lines the top-level help shows.
 A command's module is imported only when that command runs (pip's command table does the
 same): `cpi list ...` imports cpi.cli.list and no other command, and `cpi --help` imports
 none, as the top-level help needs nothing but this table. A module adds its parser with
-`add_parser(subparsers, name, help)`, taking its name and help from here.
+`add_parser(subparsers, name, summary)`, taking its name and one-line help from here.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from .usage import Command
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 TRY = "try the CPI"
 SEE = "see what the CPI manages"

@@ -11,15 +11,14 @@ from pathlib import Path
 
 from .client import Client
 
-
 EXAMPLES = """\
 examples:
   cpi lifecycle                       # in a new temporary directory
   cpi lifecycle --state-dir ./demo    # keep the state where you can look at it"""
 
 
-def add_parser(sub, name: str, help: str) -> None:
-    p = sub.add_parser(name, help=help,
+def add_parser(sub, name: str, summary: str) -> None:
+    p = sub.add_parser(name, help=summary,
                        description="Stemcell, VM, disk, attach, snapshot, resize, detach and delete everything\n"
                        "on the embedded local cloud, each step one bin/cpi process as a director\n"
                        "runs it, showing what it did on disk.",
@@ -78,7 +77,8 @@ def lifecycle(args: argparse.Namespace) -> int:
     cpi("has_vm", vm_cid)
     cpi("delete_disk", disk)
     cpi("delete_stemcell", stemcell)
-    left = {kind: sorted(p.name for p in (state / kind).iterdir()) for kind in ("stemcells", "vms", "disks", "snapshots", "ips", "pending")}
+    kinds = ("stemcells", "vms", "disks", "snapshots", "ips", "pending")
+    left = {kind: sorted(p.name for p in (state / kind).iterdir()) for kind in kinds}
     leaked = {k: v for k, v in left.items() if v}
     print(f"\nLifecycle complete. Left in {state}: {leaked or 'nothing'}")
     return 1 if leaked else 0

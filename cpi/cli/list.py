@@ -15,8 +15,8 @@ from .output import fail, print_json
 TAG_COLUMNS = ("director_uuid", "agent_id", "deployment", "job", "index")
 
 
-def add_parser(sub, name: str, help: str) -> None:
-    p = sub.add_parser(name, help=help,
+def add_parser(sub, name: str, summary: str) -> None:
+    p = sub.add_parser(name, help=summary,
                        description="List what the CPI made, with its BOSH tags, age and state.",
                        epilog="example: cpi list vms --config cpi.json --director-uuid 2b4c...")
     p.add_argument("kind", choices=KINDS)

@@ -18,9 +18,9 @@ from .cloud import Opened
 from .output import fail, print_json
 
 
-def add_parser(sub, name: str, help: str) -> None:
+def add_parser(sub, name: str, summary: str) -> None:
     p = sub.add_parser(
-        name, help=help,
+        name, help=summary,
         description="Resources tagged with the director's UUID whose cid the director does not know.",
         epilog="the complete known set, for each deployment: bosh -d DEP instances --details --json >> known.json; "
                "then once: bosh disks --orphaned --json >> known.json; bosh stemcells --json >> known.json; "

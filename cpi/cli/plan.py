@@ -28,8 +28,8 @@ only the real call would make. Exit status: 0 when nothing would fail or be deni
 otherwise, 2 for a usage error."""
 
 
-def add_parser(sub, name: str, help: str) -> None:
-    p = sub.add_parser(name, help=help,
+def add_parser(sub, name: str, summary: str) -> None:
+    p = sub.add_parser(name, help=summary,
                        description="Run one CPI method with every read done and every write withheld, and print\n"
                        "what it would change. BOSH never runs this mode; only this command does.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -76,7 +76,7 @@ def show(document: dict[str, Any]) -> None:
             head = f"{number}. {step.get('action')} {step.get('resource_type')} {step.get('resource_id')}"
             if step.get("permission"):
                 head += f"  [{step['permission']}]"
-            style = "red" if str(step.get("permission", "")).startswith("denied") else None
+            style = "red" if str(step.get("permission", "")).startswith("denied") else ""
             console.print(Text(head, style=style))
             for key, old, new in _changed(step.get("changes") or {}):
                 arrow = f"{_cell(old)} -> {_cell(new)}" if old is not None else _cell(new)
@@ -94,7 +94,8 @@ def show(document: dict[str, Any]) -> None:
     else:
         console.print(Text(f"would return: {json.dumps(document['would_return'])}"))
     if document["denied"]:
-        console.print(Text(f"{document['denied']} change(s) would be refused: see the [denied: ...] above", style="red"))
+        refused = f"{document['denied']} change(s) would be refused: see the [denied: ...] above"
+        console.print(Text(refused, style="red"))
 
 
 def _cell(value: Any) -> str:

@@ -12,8 +12,8 @@ examples:
   cpi props openstack | less"""
 
 
-def add_parser(sub, name: str, help: str) -> None:
-    p = sub.add_parser(name, help=help,
+def add_parser(sub, name: str, summary: str) -> None:
+    p = sub.add_parser(name, help=summary,
                        description="Print a cloud's cpi.json properties and cloud_properties reference,\n"
                        "generated from its models (the docs/<cloud>.md files).",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -14,8 +14,8 @@ from .output import fail, print_json
 SINGULAR = {"vm": "vms", "disk": "disks", "stemcell": "stemcells", "snapshot": "snapshots"}
 
 
-def add_parser(sub, name: str, help: str) -> None:
-    p = sub.add_parser(name, help=help, epilog="example: cpi show vm vm-6f1c... --config cpi.json")
+def add_parser(sub, name: str, summary: str) -> None:
+    p = sub.add_parser(name, help=summary, epilog="example: cpi show vm vm-6f1c... --config cpi.json")
     p.add_argument("kind", choices=sorted(SINGULAR))
     p.add_argument("cid")
     add_cloud_options(p)

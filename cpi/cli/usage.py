@@ -28,11 +28,11 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
 class Command:
     """One row of the table."""
 
-    __slots__ = ("name", "module", "group", "help", "examples", "optional")
+    __slots__ = ("examples", "group", "help", "module", "name", "optional")
 
-    def __init__(self, name: str, module: str, group: str, help: str, examples: Sequence[str] = (),
+    def __init__(self, name: str, module: str, group: str, summary: str, examples: Sequence[str] = (),
                  optional: bool = False):
-        self.name, self.module, self.group, self.help = name, module, group, help
+        self.name, self.module, self.group, self.help = name, module, group, summary
         self.examples = tuple(examples)
         self.optional = optional  # listed only when its module is in this build
 

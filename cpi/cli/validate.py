@@ -7,15 +7,16 @@ import json
 import sys
 
 
-def add_parser(sub, name: str, help: str) -> None:
+def add_parser(sub, name: str, summary: str) -> None:
     p = sub.add_parser(
         name,
-        help=help,
+        help=summary,
         description="Check every azs, vm_types, vm_extensions, disk_types and networks entry of a BOSH "
         "cloud-config against the selected cloud's cloud_properties models, reporting every problem "
         "with its YAML path. Exit status 1 when anything is wrong, 0 when it is clean.",
     )
-    p.add_argument("cloud_config", metavar="CLOUD_CONFIG.yml", help="the cloud-config (YAML), e.g. from `bosh cloud-config`")
+    p.add_argument("cloud_config", metavar="CLOUD_CONFIG.yml",
+                   help="the cloud-config (YAML), e.g. from `bosh cloud-config`")
     p.add_argument("--config", metavar="CPI_JSON", help="cpi.json naming the cloud (default: the local cloud)")
     p.add_argument("--online", action="store_true",
                    help="also ask the cloud (read-only) that the subnets, security groups, key pairs, "
@@ -94,7 +95,8 @@ def _print_table(path: str, plugin: str, findings, notes, online: bool) -> None:
     table.add_column("problem", overflow="fold")
     for f in findings:
         style = {"error": "red", "warning": "yellow"}.get(f.severity, "")
-        table.add_row(Text(f.path), Text(f.problem if f.severity == "error" else f"{f.severity}: {f.problem}", style=style))
+        problem = f.problem if f.severity == "error" else f"{f.severity}: {f.problem}"
+        table.add_row(Text(f.path), Text(problem, style=style))
     console.print(table)
     if not errors:
         console.print(f"[green]ok[/green]: {what}: no errors")

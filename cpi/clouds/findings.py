@@ -72,5 +72,6 @@ def missing(refs: dict[str, dict[str, list[str]]], resource: str, existing: set[
         if name in existing:
             continue
         for path in paths:
-            findings.append(Finding(path, f"{what} '{name}' does not exist" + suggest(name, known if known is not None else existing)))
+            hint = suggest(name, known if known is not None else existing)
+            findings.append(Finding(path, f"{what} '{name}' does not exist" + hint))
     return findings

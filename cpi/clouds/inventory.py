@@ -15,7 +15,7 @@ network a cloud-config may name. These are read-only: nothing here changes the I
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 #: What `Cloud.inventory` (`cpi list`, `cpi show`) and `Cloud.available` (`cpi avail`) take.
@@ -41,8 +41,8 @@ class Resource:
         except ValueError:
             return "?"
         if made.tzinfo is None:
-            made = made.replace(tzinfo=timezone.utc)
-        seconds = max(0, int(((now or datetime.now(timezone.utc)) - made).total_seconds()))
+            made = made.replace(tzinfo=UTC)
+        seconds = max(0, int(((now or datetime.now(UTC)) - made).total_seconds()))
         days, rest = divmod(seconds, 86400)
         hours, rest = divmod(rest, 3600)
         minutes = rest // 60

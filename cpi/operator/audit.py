@@ -5,7 +5,7 @@ cpi.json's calls write to, and the lines about one request, resource, action or 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 def parse_since(text: str, now: datetime | None = None) -> datetime:
     """An ISO 8601 time, or an age (30m, 2h, 7d) back from `now`: an operator looking at
     what just happened thinks in ages. A time without a zone is UTC, as the trail's are."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     match = _DURATION.fullmatch(text.strip().lower())
     if match:
         return now - timedelta(seconds=float(match.group(1)) * _SECONDS[match.group(2)])
@@ -24,7 +24,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
         when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise ValueError(f"--since: '{text}' is neither an ISO 8601 time nor an age such as 30m, 2h or 7d") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _time(entry: dict[str, Any]) -> datetime | None:

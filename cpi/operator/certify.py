@@ -13,8 +13,9 @@ import re
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 #: What the clouds log once per call: "12 AWS requests (RunInstances 1, ...)", "3 OpenStack requests".
 REQUESTS = re.compile(r"\b(\d+) (?:AWS|OpenStack) requests?\b")
@@ -152,7 +153,7 @@ class Certify:
     `finder(director_uuid)` lists what the cloud still holds for it (Resource-like objects
     with kind and cid)."""
 
-    def __init__(self, client, finder: Callable[[str], list], cloud: str, stemcell: tuple[str, dict],
+    def __init__(self, client, finder: Callable[[str, str | None], list], cloud: str, stemcell: tuple[str, dict],
                  vm_type: dict, disk_type: dict, networks: dict, journal: Journal | None = None):
         self.client = client
         self.journal = journal
@@ -182,7 +183,7 @@ class Certify:
             ("set_vm_metadata", lambda: self.call("set_vm_metadata", c["vm"], meta)),
             ("create_disk", lambda: self.create("disk", "create_disk", DISK_MIB, self.disk_type, c["vm"])),
             ("has_disk", lambda: self.call("has_disk", c["disk"], check=lambda r: r is True)),
-            ("attach_disk", lambda: self.call("attach_disk", c["vm"], c["disk"], check=lambda r: bool(r))),
+            ("attach_disk", lambda: self.call("attach_disk", c["vm"], c["disk"], check=bool)),
             ("get_disks", lambda: self.call("get_disks", c["vm"], check=lambda r: r == [c["disk"]])),
             ("set_disk_metadata", lambda: self.call("set_disk_metadata", c["disk"], meta)),
             ("snapshot_disk", lambda: self.create("snapshot", "snapshot_disk", c["disk"], {
@@ -241,7 +242,7 @@ class Certify:
 
         previous = {signum: signal.signal(signum, interrupt) for signum in INTERRUPTS[1:]}
         try:
-            for step, (_, action) in zip(self.report.steps, steps):
+            for step, (_, action) in zip(self.report.steps, steps, strict=True):
                 before = set(self.created.items())
                 self._last_log = ""
                 started = time.monotonic()
@@ -253,7 +254,7 @@ class Certify:
                 except KeyboardInterrupt as exc:
                     step.status, step.error = "failed", f"interrupted ({getattr(exc, 'why', 'Ctrl-C')})"
                     self.report.interrupted = True
-                except Exception as exc:  # a crashed bin/cpi, an unreadable answer: still clean up
+                except Exception as exc:  # noqa: BLE001 - a crashed bin/cpi, an unreadable answer: still clean up
                     step.status, step.error = "failed", f"{type(exc).__name__}: {exc}"
                 finally:
                     step.seconds = round(time.monotonic() - started, 3)
@@ -300,7 +301,7 @@ class Certify:
             if response.get("error"):
                 entry["status"] = "failed"
                 entry["error"] = f"{response['error']['type']}: {response['error']['message']}"
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - one failed delete is reported; the others still run
             entry["status"], entry["error"] = "failed", f"{type(exc).__name__}: {exc}"
         self.report.cleanup.append(entry)
 
@@ -309,6 +310,6 @@ class Certify:
         cid (a cloud need not tag images)."""
         try:
             found = self.finder(self.report.director_uuid, self.cid.get("stemcell"))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the report says it could not look, and why
             return [{"kind": "?", "cid": "?", "state": f"could not look: {type(exc).__name__}: {exc}"}]
         return [{"kind": r.kind, "cid": r.cid, "state": r.state} for r in found]

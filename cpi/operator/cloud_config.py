@@ -31,7 +31,6 @@ from pydantic import BaseModel, ValidationError
 from cpi.clouds.findings import Finding, Item, suggest
 from cpi.logs import looks_secret, shown
 
-
 SECTIONS = ("azs", "vm_types", "vm_extensions", "disk_types", "networks", "compilation")
 NETWORK_TYPES = ("manual", "dynamic", "vip")
 
@@ -276,7 +275,8 @@ class _Checker:
         for path, entry in self.entries(doc, "disk_types"):
             if "disk_size" not in entry:
                 self.add(path, "missing disk_size")
-            elif isinstance(entry["disk_size"], bool) or not isinstance(entry["disk_size"], int) or entry["disk_size"] < 0:
+            elif (isinstance(entry["disk_size"], bool) or not isinstance(entry["disk_size"], int)
+                  or entry["disk_size"] < 0):
                 self.add(f"{path}.disk_size", f"must be a whole number of MiB, got {shown(entry['disk_size'])}")
             self.cloud_properties("disk_type", path, entry)
         network_names = set()
@@ -338,9 +338,11 @@ class _Checker:
         if "network" not in comp:
             self.add("compilation", "missing network")
         elif comp["network"] not in network_names:
-            self.add("compilation.network", f"unknown network {shown(comp['network'])}" + suggest(comp["network"], network_names))
+            self.add("compilation.network",
+                     f"unknown network {shown(comp['network'])}" + suggest(comp["network"], network_names))
         if "vm_type" in comp and comp["vm_type"] not in vm_type_names:
-            self.add("compilation.vm_type", f"unknown vm_type {shown(comp['vm_type'])}" + suggest(comp["vm_type"], vm_type_names))
+            self.add("compilation.vm_type",
+                     f"unknown vm_type {shown(comp['vm_type'])}" + suggest(comp["vm_type"], vm_type_names))
         if "az" in comp:
             self.az_refs("compilation", {"az": comp["az"]})
         if "cloud_properties" in comp:
@@ -380,4 +382,4 @@ def load_yaml(path: str) -> Any:
         return yaml.safe_load(handle)
 
 
-__all__ = ["check", "check_online", "model_findings", "load_yaml"]
+__all__ = ["check", "check_online", "load_yaml", "model_findings"]

@@ -42,10 +42,7 @@ def parse(text: str) -> set[str]:
     stripped = text.strip()
     if not stripped:
         raise KnownError("the known-cids input is empty")
-    if stripped[0] in "[{":
-        found = _from_json(stripped)
-    else:
-        found = _from_lines(stripped)
+    found = _from_json(stripped) if stripped[0] in "[{" else _from_lines(stripped)
     if not found:
         raise KnownError("the known-cids input names no cid (a director that knows nothing is not something "
                          "to delete by: check the bosh commands that wrote it)")
@@ -65,7 +62,8 @@ def _from_lines(text: str) -> set[str]:
 
 
 def _from_json(text: str) -> set[str]:
-    decoder, index, found = json.JSONDecoder(), 0, set()
+    decoder, index = json.JSONDecoder(), 0
+    found: set[str] = set()
     count = 0
     while index < len(text):
         try:

@@ -44,7 +44,7 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
     redactor = call_log.redactor
     if failure is not None:
         failure["message"] = redactor.text(str(failure["message"]))
-    document = {
+    return {
         "method": method,
         "request_id": context["request_id"],
         "complete": complete,
@@ -55,4 +55,3 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
         "mutations": len(the_plan.mutations),
         "steps": the_plan.steps,
     }
-    return document

@@ -53,7 +53,7 @@ def _default(field: FieldInfo) -> str:
         return "**required**"
     if field.default_factory is not None:
         try:
-            value = field.default_factory()
+            value = field.default_factory()  # type: ignore[call-arg]  # typed as maybe taking the data; ours take none
         except TypeError:
             return "(computed)"
         if isinstance(value, BaseModel):
@@ -86,12 +86,13 @@ def model_table(model: type[BaseModel], prefix: str = "") -> list[str]:
         lines.append(f"| `{prefix}{name}` | {_type_name(field.annotation)} | {_default(field)} | {description} |")
         nested.extend((f"{prefix}{name}", sub) for sub in _nested(field.annotation))
     for path, sub in nested:
-        lines += ["", f"`{path}` ({sub.__name__}):", ""] + model_table(sub, f"{path}.")
+        lines += ["", f"`{path}` ({sub.__name__}):", "", *model_table(sub, f"{path}.")]
     return lines
 
 
 def markdown(cloud_class: Any) -> str:
-    out = [f"## The `{cloud_class.name}` cloud", "", f"Stemcell formats: {', '.join(cloud_class.stemcell_formats)}.", "",
+    out = [f"## The `{cloud_class.name}` cloud", "",
+           f"Stemcell formats: {', '.join(cloud_class.stemcell_formats)}.", "",
            f"### cpi.json `cloud.properties.{cloud_class.name}`", ""]
     out += model_table(cloud_class.Properties)
     overridable = sorted(getattr(cloud_class, "context_overrides", ()))

@@ -1,7 +1,7 @@
 """`cpi release build|vendor`: the command line of the release builder.
 
 Usable three ways: `main(argv)` on its own (`python -m cpi.release build`), or hooked into
-the project CLI with `add_parser(subparsers, name, help)`, which adds `release` with its
+the project CLI with `add_parser(subparsers, name, summary)`, which adds `release` with its
 subcommands and sets `handler` (alias `func`) on the parsed arguments: `args.handler(args)`
 returns the exit status (a ReleaseError is printed as `cpi release: error: ...` and gives 1).
 """
@@ -147,11 +147,11 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def add_parser(subparsers, name: str = "release", help: str = "build this CPI's BOSH release (vendor, build)"
+def add_parser(subparsers, name: str = "release", summary: str = "build this CPI's BOSH release (vendor, build)"
                ) -> argparse.ArgumentParser:
     """Hook `release` into a parent CLI's subparsers (`cpi`'s command table gives the name
     and the one-line help)."""
-    parser = subparsers.add_parser(name, help=help, description=DESCRIPTION, epilog=EXAMPLES,
+    parser = subparsers.add_parser(name, help=summary, description=DESCRIPTION, epilog=EXAMPLES,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     return configure(parser)
 

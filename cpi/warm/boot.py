@@ -3,8 +3,10 @@ workers run the cold call's own code (cpi.rpc.serve)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 
-def warm_up(preload: list[str] = ()) -> None:
+
+def warm_up(preload: Sequence[str] = ()) -> None:
     """What `cpi.rpc.handle` imports and builds for a call, done once, ahead of calls: the
     dependencies, every model and method's argument model, the built-in clouds and their
     SDKs, a plugin cloud's too when the call that started the helper used it (`preload`),

@@ -3,10 +3,9 @@ imported before `site`), and the starting and stopping of a helper."""
 
 from __future__ import annotations
 
+import _socket
 import os
 import sys
-
-import _socket
 
 from .where import (
     IMPORT_PATH,
@@ -62,7 +61,7 @@ def call(argv: list[str], stdin: tuple[bytes, str | None]) -> int | None:
     try:
         # "T" (the worker stopped) and "C" (continued) are news only: the helper stops and
         # continues this process itself, in the order the worker's states came
-        while not (status.startswith("X") or status.startswith("K")):
+        while not status.startswith(("X", "K")):
             status = reader.line()
     except OSError:
         status = ""
@@ -113,7 +112,7 @@ def _forward_signals(worker: int) -> None:
     """What is sent to this process reaches the call (the worker): SIGTERM, SIGINT, SIGHUP,
     and SIGCONT (this process continued: its worker too). SIGKILL cannot be forwarded: the
     worker watches this connection and dies with it (_watch_client)."""
-    import _signal
+    import _signal  # type: ignore[import-not-found]  # signal's C core: no enum import on bin/cpi's path
 
     def forward(signum, frame):
         try:

@@ -4,10 +4,9 @@ ended, and exit when idle, stale, replaced or asked to."""
 
 from __future__ import annotations
 
+import _socket
 import os
 import sys
-
-import _socket
 
 from .where import MAX_HEADER, NATIVE, install_root, peer_pid, peer_uid, private_dir_ok, socket_dir, socket_path
 
@@ -20,8 +19,8 @@ def _own_files(since_ns: int) -> dict[str, tuple[int, int]] | None:
     edited while the helper was importing it (a `git pull` during the first call) must
     not be served as it was read."""
     root = install_root() + os.sep + "cpi" + os.sep
-    paths = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
-    paths = [p for p in paths if p and p.startswith(root)]
+    files = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
+    paths = [p for p in files if isinstance(p, str) and p.startswith(root)]
     paths += [d for d in sys.path if d and os.path.isdir(d)]
     found = {}
     for path in paths:
@@ -179,6 +178,7 @@ def _reap(connections: dict) -> None:
         if pid not in connections:
             continue
         connection, client, stopped = connections[pid]
+        mirror: signal.Signals | None
         if os.WIFSTOPPED(status):
             message, mirror = f"T{os.WSTOPSIG(status)}\n", signal.SIGSTOP
         elif os.WIFCONTINUED(status):

@@ -4,10 +4,9 @@ client imports this before `site`)."""
 
 from __future__ import annotations
 
+import _socket
 import os
 import sys
-
-import _socket
 
 #: The environment variable that sets the helper's idle time in seconds: 0 turns it off
 #: (the job's `helper_idle_timeout` property exports it).

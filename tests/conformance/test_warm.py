@@ -23,8 +23,18 @@ import pytest
 
 from tests.lifecycle.local_target import LocalTarget
 from tests.support.normalize import normalized
-from tests.support.runner import (BIN_CPI, DIRECTOR_ENV, ROOT, WARM_ENV, check_envelope, helper_action,
-                                 process_state, start_helper, start_stopped, stop_helper)
+from tests.support.runner import (
+    BIN_CPI,
+    DIRECTOR_ENV,
+    ROOT,
+    WARM_ENV,
+    check_envelope,
+    helper_action,
+    process_state,
+    start_helper,
+    start_stopped,
+    stop_helper,
+)
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
 COLD = {**DIRECTOR_ENV, "CPI_HELPER_IDLE_TIMEOUT": "0"}
@@ -95,7 +105,7 @@ def test_a_warm_call_is_the_cold_call(tmp_path):
         start_helper(warm.config_path)
         cold_calls, warm_calls = lifecycle(cold, COLD), lifecycle(warm, WARM)
         assert len(cold_calls) == len(warm_calls)
-        for number, (c, w) in enumerate(zip(cold_calls, warm_calls)):
+        for number, (c, w) in enumerate(zip(cold_calls, warm_calls, strict=False)):
             assert c == w, f"call {number}:\ncold {c}\nwarm {w}"
     finally:
         cold.cleanup()
@@ -371,7 +381,7 @@ def test_a_client_never_waits_on_a_connection_another_call_holds(warm_helper):
     first_worker = _worker_of(helper_pid())
     second = _held(local, held)  # forked while the first call's connection is open in the helper
     helper = helper_pid()
-    second_worker = [p for p in _children(helper) if p != first_worker][0]
+    second_worker = next(p for p in _children(helper) if p != first_worker)
     try:
         os.kill(helper, signal.SIGKILL)
         os.kill(first_worker, signal.SIGKILL)
@@ -453,7 +463,8 @@ def test_a_helper_exits_once_its_install_is_gone(tmp_path):
     try:
         start = {**WARM, "CPI_HELPER_IDLE_TIMEOUT": "300"}
         for _ in range(100):
-            subprocess.run([str(copy / "bin/cpi"), str(local.config_path)], input=b'{"method": "ping", "arguments": []}',
+            subprocess.run([str(copy / "bin/cpi"), str(local.config_path)],
+                           input=b'{"method": "ping", "arguments": []}',
                            capture_output=True, env=start, cwd="/", timeout=60)
             helpers = [p for p in _pids_with(str(copy)) if "from cpi.warm.boot import helper" in _cmdline(p)]
             if helpers:

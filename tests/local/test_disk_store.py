@@ -5,7 +5,6 @@ mount there) land on the disk attached and outlive the VM, through bin/cpi."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -47,7 +47,7 @@ def test_stemcell_image_is_copied_with_its_sha1(local):
     directory = local.state_dir / "stemcells" / stemcell_cid
     record = json.loads((directory / "stemcell.json").read_text())
     assert (directory / "image").read_bytes() == local.image.read_bytes()
-    assert record["sha1"] == hashlib.sha1(local.image.read_bytes()).hexdigest()
+    assert record["sha1"] == hashlib.sha1(local.image.read_bytes(), usedforsecurity=False).hexdigest()
     local.cpi("delete_stemcell", stemcell_cid)
     assert not directory.exists()
 
@@ -129,7 +129,8 @@ def test_vm_process_settings_and_detachment(local, stemcell):
         "env": env,
     }
     assert json.loads((base / "agent.json").read_text()) == {
-        "Infrastructure": {"Settings": {"Sources": [{"Type": "File", "SettingsPath": str(base / "cpi-agent-env.json")}]}}
+        "Infrastructure": {"Settings": {"Sources": [
+            {"Type": "File", "SettingsPath": str(base / "cpi-agent-env.json")}]}}
     }
     assert (base / "ephemeral.img").stat().st_size == 64 * MIB
     pid = local.vm_record(vm_cid)["pid"]
@@ -325,8 +326,10 @@ def test_current_vm_id(tmp_path):
 
 
 def test_bad_vm_cloud_properties_name_the_field(local, stemcell):
-    err = local.cpi.call("create_vm", "a", stemcell, {"ephemeral_disk": {"size": "big"}}, local.dynamic_network(), [], {}).error
+    err = local.cpi.call("create_vm", "a", stemcell, {"ephemeral_disk": {"size": "big"}},
+                         local.dynamic_network(), [], {}).error
     assert err["type"] == "Bosh::Clouds::CpiError"
     assert "vm_type cloud_properties: ephemeral_disk.size" in err["message"]
-    err = local.cpi.call("create_vm", "a", stemcell, {"instance_type": "m5.large"}, local.dynamic_network(), [], {}).error
+    err = local.cpi.call("create_vm", "a", stemcell, {"instance_type": "m5.large"},
+                         local.dynamic_network(), [], {}).error
     assert "instance_type: unknown property" in err["message"]

@@ -83,7 +83,7 @@ def _check_private(local):
         if dirpath.startswith(str(root / "vms" / vm_cid / "bosh")):
             continue  # the agent's own
         for d in dirnames:
-            if not d == "bosh":
+            if d != "bosh":
                 assert stat.S_IMODE(os.lstat(os.path.join(dirpath, d)).st_mode) == 0o700, os.path.join(dirpath, d)
         for f in filenames:
             if f == "boots.jsonl":

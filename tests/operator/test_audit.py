@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cpi import audit
-from tests.support.runner import BIN_CPI, DIRECTOR_ENV, ROOT, Cpi, check_envelope
 from tests.openstack.fixtures import openstack_cloud  # noqa: F401 - fixtures
+from tests.support.runner import BIN_CPI, DIRECTOR_ENV, ROOT, Cpi, check_envelope
 
 MBUS_PASSWORD = "mbus-pw-Zq81xk"
 CONTEXT_PASSWORD = "ctx-pw-77Hq0r"
@@ -166,7 +166,8 @@ def test_32_parallel_processes_rotating_at_a_small_size_tear_no_line(tmp_path):
 
 def test_rotation_keeps_the_newest_files_and_caps_long_lines(tmp_path):
     path = tmp_path / "trail" / "audit.log"
-    audit.start(method="test", cloud="local", request_id="rot", config=audit.AuditConfig(path=path, max_bytes=2048, keep=2),
+    audit.start(method="test", cloud="local", request_id="rot",
+                config=audit.AuditConfig(path=path, max_bytes=2048, keep=2),
                 path=path)
     try:
         for index in range(60):
@@ -198,8 +199,8 @@ def test_an_unwritable_audit_path_does_not_fail_the_call(tmp_path):
 # ---------------------------------------------------------------- aws (moto) and openstack
 
 try:
-    from tests.aws.conftest import VM_PROPS, account, ips, moto_server  # noqa: F401 - fixtures
     from tests.aws import moto_env
+    from tests.aws.conftest import VM_PROPS, account, ips, moto_server  # noqa: F401 - fixtures
 except ImportError:  # moto missing: the aws test skips
     moto_env = None
 

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from cpi import audit
+from tests.openstack.fixtures import openstack_cloud, openstack_loopback  # noqa: F401 - fixtures
 from tests.support import suite
 from tests.support.runner import ROOT, Cpi
-from tests.openstack.fixtures import openstack_cloud, openstack_loopback  # noqa: F401 - fixtures
 
 DIRECTOR = "dir-plan"
 
@@ -106,13 +106,13 @@ def assert_plan_matches(document: dict, result: Any, lines: list[dict]) -> None:
     assert [(s["action"], s["resource_type"]) for s in planned] == \
         [(e["action"], e["resource_type"]) for e in lines], (planned, lines)
     mapping = {}
-    for step, line in zip(planned, lines):  # what the plan could only name, by where it stands
+    for step, line in zip(planned, lines, strict=False):  # what the plan could only name, by where it stands
         if isinstance(step["resource_id"], str) and "planned" in step["resource_id"]:
             mapping[step["resource_id"]] = line["resource_id"]
-    for placeholder, real in zip(_ids(document["would_return"], []), _ids(result, [])):
+    for placeholder, real in zip(_ids(document["would_return"], []), _ids(result, []), strict=False):
         if "planned" in placeholder:
             mapping[placeholder] = real
-    for step, line in zip(planned, lines):
+    for step, line in zip(planned, lines, strict=False):
         step = _replace(step, mapping)
         assert step["resource_id"] == line["resource_id"], (step, line)
         for side in ("old", "new"):
@@ -130,7 +130,7 @@ def assert_plan_matches(document: dict, result: Any, lines: list[dict]) -> None:
 def state_of(root: Path) -> dict[str, Any]:
     """Every file and directory under the state dir (locks aside), with its content's digest."""
     found = {}
-    for directory, dirs, files in os.walk(root):
+    for directory, _dirs, files in os.walk(root):
         rel = os.path.relpath(directory, root)
         if rel.split(os.sep)[0] == "locks":
             continue
@@ -182,7 +182,7 @@ def test_local_plans_change_nothing_and_list_what_the_real_calls_do(local, tmp_p
 
 
 def test_a_local_plan_says_what_the_call_would_fail_on(local, tmp_path):
-    config, state, trail = local
+    config, _state, trail = local
     image = tmp_path / "image"
     image.write_bytes(b"x")
     stemcell, _ = trail.call("create_stemcell", str(image), {})
@@ -220,8 +220,8 @@ def test_plan_usage_errors_exit_2(local):
 # ---------------------------------------------------------------- aws (moto behind the fault proxy)
 
 try:
-    from tests.aws.conftest import VM_PROPS, account, ips, moto_server  # noqa: F401 - fixtures
     from tests.aws import moto_env
+    from tests.aws.conftest import VM_PROPS, account, ips, moto_server  # noqa: F401 - fixtures
     from tests.faults.proxy import FaultProxy
 except ImportError:  # moto missing: the aws tests skip
     moto_env = None
@@ -310,7 +310,7 @@ def test_openstack_plans_send_no_change_and_list_what_the_real_calls_do(request,
         def planned_then_real(method: str, *arguments: Any) -> Any:
             before, seen = client.inventory(), [len(p.seen) for p in proxies]
             document = plan(config, method, *arguments)
-            sent = [r for p, n in zip(proxies, seen) for r in p.seen[n:]]
+            sent = [r for p, n in zip(proxies, seen, strict=False) for r in p.seen[n:]]
             assert sent and all(r.method in ("GET", "HEAD") for r in sent), f"plan of {method} sent {sent}"
             assert client.inventory() == before
             assert all(s["permission"].startswith("not checked") for s in document["steps"] if s["step"] == "mutation")

@@ -105,7 +105,8 @@ def test_aws_offline_all_problems_at_once(tmp_path):
     assert found["vm_types[name=web].cloud_properties.instance_tpye"] == "unknown property, did you mean instance_type?"
     assert found["vm_types[name=web].cloud_properties.instance_type"] == "required property missing"
     assert "duplicate name 'web'" in found["vm_types[name=web]"]
-    assert found["vm_types[1].cloud_properties.ephemeral_disk.size"] == "wrong type: expected an integer, got a string 'ten'"
+    assert found["vm_types[1].cloud_properties.ephemeral_disk.size"] == \
+        "wrong type: expected an integer, got a string 'ten'"
     assert found["vm_extensions[name=lb].cloud_properties.elbs"].startswith("wrong type: expected a list")
     assert "vm_extensions[name=lb].cloud_properties.secret_access_key" in found
     assert "gp9" in found["disk_types[name=fast].cloud_properties.type"]
@@ -158,7 +159,8 @@ def test_aws_online(moto_account, tmp_path):
     result = run(bad, config, "--online", "--json", tmp_path=tmp_path)
     assert result.returncode == 1, result.stderr
     found = findings(result)
-    assert found["networks[name=default].subnets[0].cloud_properties.subnet"] == "subnet 'subnet-0000deadbeef' does not exist"
+    assert found["networks[name=default].subnets[0].cloud_properties.subnet"] == \
+        "subnet 'subnet-0000deadbeef' does not exist"
     vm_path = "vm_types[name=web].cloud_properties"
     assert found[f"{vm_path}.instance_type"].startswith("instance type 'm5.gigantic' does not exist")
     assert found[f"{vm_path}.security_groups[0]"].startswith("security group 'sg-00000000deadbeef' does not exist")
@@ -166,15 +168,16 @@ def test_aws_online(moto_account, tmp_path):
     assert found[f"{vm_path}.key_name"].startswith("key pair 'nokey' does not exist")
     assert found.get(f"{vm_path}.iam_instance_profile"), result.stdout
     assert found[f"{vm_path}.iam_instance_profile"] == "IAM instance profile 'noprofile' does not exist"
-    assert found["azs[name=z1].cloud_properties.availability_zone"].startswith("availability zone 'us-east-1q' does not exist")
+    assert found["azs[name=z1].cloud_properties.availability_zone"].startswith(
+        "availability zone 'us-east-1q' does not exist")
     assert moto_env.SECRET_ACCESS_KEY not in result.stdout + result.stderr
     assert "slim" not in result.stderr  # no warning about the model DescribeKeyPairs needs
 
 
 def test_a_cloud_without_online_checks_says_so():
-    from cpi.operator.cloud_config import check_online
     from cpi.clouds.base import Cloud
     from cpi.errors import NotImplemented as CpiNotImplemented
+    from cpi.operator.cloud_config import check_online
 
     class Plugin(Cloud):
         name = "plugin"
@@ -232,7 +235,8 @@ def test_openstack_offline_network_types(tmp_path):
         "auth_url": "https://keystone.invalid:5000/v3", "username": "bosh", "api_key": SECRET,
         "project": "bosh", "domain": "Default"}}}}))
     doc = {
-        "vm_types": [{"name": "small", "cloud_properties": {"instance_type": "m1.small", "availability_zones": "nova"}}],
+        "vm_types": [{"name": "small",
+                      "cloud_properties": {"instance_type": "m1.small", "availability_zones": "nova"}}],
         "networks": [
             {"name": "dyn", "type": "dynamic", "cloud_properties": {"net_id": "n1", "security_group": ["x"]}},
             {"name": "vip", "type": "vip", "cloud_properties": {"net_id": "n1"}},
@@ -243,7 +247,8 @@ def test_openstack_offline_network_types(tmp_path):
     assert result.returncode == 1, result.stderr
     found = findings(result)
     assert found["vm_types[name=small].cloud_properties.availability_zones"].startswith("wrong type: expected a list")
-    assert found["networks[name=dyn].cloud_properties.security_group"] == "unknown property, did you mean security_groups?"
+    assert found["networks[name=dyn].cloud_properties.security_group"] == \
+        "unknown property, did you mean security_groups?"
     assert found["networks[name=vip].cloud_properties.net_id"] == "unknown property (nothing can be set here)"
     assert found["networks[name=odd].type"].startswith("must be one of manual, dynamic, vip")
     assert SECRET not in result.stdout + result.stderr

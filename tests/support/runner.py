@@ -203,7 +203,8 @@ def start_stopped(config_path: Path | str, request: dict, env: dict, cwd: Path |
     import time
 
     proc = subprocess.Popen([str(BIN_CPI), str(config_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=cwd, preexec_fn=preexec_fn)
+                            stderr=subprocess.PIPE, env=env, cwd=cwd,
+                            preexec_fn=preexec_fn)  # noqa: PLW1509 - a test passes one small os call; the suite forks no threads here
     proc.stdin.write(json.dumps(request).encode())
     proc.stdin.close()
     proc.stdin = None

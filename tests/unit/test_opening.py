@@ -36,7 +36,7 @@ def test_the_throttle_is_configured_as_the_config_says(tmp_path):
 
 
 def test_a_bad_config_is_refused_before_anything_is_made(tmp_path):
-    with pytest.raises(CpiError, match="cloud.properties.local"):
+    with pytest.raises(CpiError, match=r"cloud\.properties\.local"):
         opening.open_cloud({"cloud": {"plugin": "local", "properties": {"local": {"no_such_key": 1}}}}, {})
 
 
@@ -70,5 +70,5 @@ def test_the_wire_answers_ping_and_info_without_making_the_cloud(tmp_path):
     run = subprocess.run([sys.executable, "-c", script, str(config)], capture_output=True, text=True, cwd=ROOT,
                          timeout=60)
     assert run.returncode == 0, run.stderr
-    assert [json.loads(line) for line in run.stdout.splitlines()][0] == "pong"
+    assert next(json.loads(line) for line in run.stdout.splitlines()) == "pong"
     assert not (tmp_path / "state").exists()

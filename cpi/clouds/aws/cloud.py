@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
-from cpi.clouds import STEMCELL_FORMATS
 from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
+from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import BoshError, DiskNotFound, VMNotFound
 from cpi.models import Network, VMResources

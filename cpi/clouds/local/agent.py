@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
         listener.listen(16)
 
     def stop(signum, frame):
-        raise _Stop()
+        raise _Stop
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

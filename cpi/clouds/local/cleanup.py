@@ -17,14 +17,17 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import BaseModel
+
 from . import orphans, process
 from .session import Session
 from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord
 
-_KIND_NAMES = {StemcellRecord: "stemcell", VMRecord: "vm", DiskRecord: "disk", SnapshotRecord: "snapshot"}
+_KIND_NAMES: dict[type[BaseModel] | None, str] = {
+    StemcellRecord: "stemcell", VMRecord: "vm", DiskRecord: "disk", SnapshotRecord: "snapshot"}
 #: What a delete's audit line shows of the resource it removed (not its tags: a tag value
 #: a director once sent as a secret is not known as one to a later call's redactor).
-_SUMMARY = {
+_SUMMARY: dict[type[BaseModel], set[str]] = {
     StemcellRecord: {"sha1", "size"},
     VMRecord: {"agent_id", "stemcell_cid", "ips", "disks"},
     DiskRecord: {"size", "vm_cid"},
@@ -112,7 +115,8 @@ def _destroy_vm(session: Session, vm_cid: str, record: VMRecord | None) -> bool:
             disk.vm_cid = None
             store.save(disk)
             session.log.info("released disk %s", disk_cid)
-            session.audit("detach", "disk", disk_cid, old={"vm_cid": vm_cid, "device": record.disks.get(disk_cid)})
+            device = record.disks.get(disk_cid) if record else None
+            session.audit("detach", "disk", disk_cid, old={"vm_cid": vm_cid, "device": device})
     for ip in sorted(set(store.ips_of(vm_cid)) | set(record.ips if record else [])):
         store.release_ip(ip, vm_cid)
         session.audit("release", "ip", ip, old={"vm_cid": vm_cid})

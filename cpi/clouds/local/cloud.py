@@ -17,11 +17,13 @@ call's session (session.py: the state dir, its locks, plan mode, the audit trail
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
 
 from cpi import plan
-from cpi.clouds import STEMCELL_FORMATS
 from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
+from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.models import Network, VMResources
 
@@ -39,7 +41,8 @@ class LocalCloud(Cloud):
     name = "local"
     stemcell_formats = STEMCELL_FORMATS["local"]
     Properties = LocalProperties
-    cloud_property_models = {"vm_type": VMCloudProperties, "disk_type": DiskCloudProperties}
+    cloud_property_models: ClassVar[dict[str, type[BaseModel]]] = {
+        "vm_type": VMCloudProperties, "disk_type": DiskCloudProperties}
 
     properties: LocalProperties
 

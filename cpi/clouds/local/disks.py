@@ -190,5 +190,5 @@ def _free_letter(vm: VMRecord) -> str:
     raise CloudError(f"VM '{vm.vm_cid}' has no free device letter for another disk")
 
 
-def _preallocated(cloud_properties: dict) -> bool:
+def _preallocated(cloud_properties: Any) -> bool:
     return isinstance(cloud_properties, dict) and cloud_properties.get("type") == "preallocated"

@@ -96,7 +96,7 @@ def open_image(image_path: str):
 def copy_with_sha1(src, target: Path | None) -> tuple[str, int]:
     """Copy to a new 0600 file: the image may be secret, whatever its source's mode. With
     no target (a plan), only the digest and size."""
-    digest, size = hashlib.sha1(), 0
+    digest, size = hashlib.sha1(usedforsecurity=False), 0  # the stemcell sha1 BOSH records, not a secret
     with no_space_is_a_cloud_error("cannot copy the stemcell image"), \
             (new_file(target) if target is not None else contextlib.nullcontext()) as dst:
         while chunk := src.read(MIB):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
+from typing import Any
 
 from cpi.clouds.inventory import Offer, Resource
 
@@ -31,7 +33,8 @@ def _vm(record: VMRecord) -> Resource:
 def _disk(record: DiskRecord) -> Resource:
     return Resource("disk", record.disk_cid, "in-use" if record.vm_cid else "available", record.created_at,
                     _tags(record, record.metadata),
-                    {"size_mib": record.size, "attached_to": record.vm_cid, "cloud_properties": record.cloud_properties})
+                    {"size_mib": record.size, "attached_to": record.vm_cid,
+                     "cloud_properties": record.cloud_properties})
 
 
 def _stemcell(record: StemcellRecord) -> Resource:
@@ -46,8 +49,9 @@ def _snapshot(record: SnapshotRecord) -> Resource:
                     {"disk": record.disk_cid, "size_mib": record.size})
 
 
-READERS = {"vms": (VMRecord, _vm), "disks": (DiskRecord, _disk), "stemcells": (StemcellRecord, _stemcell),
-           "snapshots": (SnapshotRecord, _snapshot)}
+READERS: dict[str, tuple[type[Any], Callable[[Any], Resource]]] = {
+    "vms": (VMRecord, _vm), "disks": (DiskRecord, _disk), "stemcells": (StemcellRecord, _stemcell),
+    "snapshots": (SnapshotRecord, _snapshot)}
 
 
 def inventory(store: Store, kind: str) -> list[Resource]:

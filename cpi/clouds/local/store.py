@@ -23,7 +23,7 @@ import ipaddress
 import os
 import shutil
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,7 +40,7 @@ R = TypeVar("R", bound=BaseModel)
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _Record(BaseModel):
@@ -159,7 +159,8 @@ class Store:
     def valid(kind: type[BaseModel], cid: str) -> bool:
         """A cid is used as a path component: refuse anything that could step outside."""
         prefix = KINDS[kind][2]
-        return cid.startswith(prefix + "-") and "/" not in cid and "\0" not in cid and len(cid.encode(errors="surrogatepass")) <= 255
+        return (cid.startswith(prefix + "-") and "/" not in cid and "\0" not in cid
+                and len(cid.encode(errors="surrogatepass")) <= 255)
 
     def dir(self, kind: type[BaseModel], cid: str) -> Path:
         if not self.valid(kind, cid):

@@ -11,6 +11,7 @@ a time, in the state dir's `ips/`, so two VMs never get the same address.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ class Vms:
     # ------------------------------------------------------------ create, delete, reboot
 
     def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, networks: dict[str, Network],
-               disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
+               disk_cids: Sequence[str], env: dict) -> tuple[str, dict[str, Any]]:
         session = self.session
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         if self.store.load(StemcellRecord, stemcell_cid) is None:

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
-from cpi.clouds import STEMCELL_FORMATS
 from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
+from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import BoshError
 from cpi.models import Network, VMResources
