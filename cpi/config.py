@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cpi import validation
 from cpi.audit import AuditConfig
 from cpi.backoff import ThrottleConfig
 from cpi.errors import CpiError
@@ -46,6 +47,17 @@ class DebugConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cpi: _DebugCpi = Field(default_factory=_DebugCpi)
+
+
+class ValidationConfig(BaseModel):
+    """`cloud.properties.validation`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strict: bool = Field(
+        False, description="Refuse a key no model knows, in this file and in every cloud_properties, instead of "
+                           "ignoring it with a warning in the call's log as the official CPIs ignore it "
+                           "(`cpi validate` reports such a key as an error either way).")
 
 
 class _CloudSection(BaseModel):
@@ -104,9 +116,10 @@ def _overrides(plugin: str, cloud_class: type[Cloud], context: dict, section: di
 
 
 def _section(model: type[BaseModel], data: dict, name: str) -> Any:
-    """`cloud.properties.<name>` validated, or a CpiError naming each bad field."""
+    """`cloud.properties.<name>` validated (an unknown key ignored with a warning unless
+    validation.strict), or a CpiError naming each bad field."""
     try:
-        return model.model_validate(data)
+        return validation.validate(model, data, f"cloud.properties.{name}")
     except ValidationError as exc:
         raise CpiError(f"invalid config: {describe(exc, f'cloud.properties.{name}')}") from None
 
@@ -165,6 +178,8 @@ def build(raw: dict, context: dict | None = None) -> Config:
 
     _no_nul(raw, "")
     file = _file(raw)
+    validation.strict = True  # this section first, strictly: it decides how the rest is read
+    validation.strict = _section(ValidationConfig, file.cloud.properties.get("validation") or {}, "validation").strict
     plugin = file.cloud.plugin
     cloud_class = load_cloud(plugin)
     section = file.cloud.properties.get(plugin, {})

@@ -1,13 +1,22 @@
-"""Turn pydantic's errors into one line a person can act on.
+"""Validate what the director and the operator send, and say what is wrong in one line a
+person can act on.
 
 pydantic's own `str(ValidationError)` prints every input value, which for config and
 cloud_properties may be a password; here a value is shown only when its key does not look
 secret, masked of every secret this call knows (before it is cut short, so no secret's
 head survives the cut) and cut to 80 characters.
+
+A key no model knows is ignored on the wire, with a warning in the call's log naming it and
+the closest known key, as the official AWS and OpenStack CPIs ignore it (a copied cpi.json
+or cloud-config keeps working, and a director with several CPIs merges vm_extensions
+written for another IaaS); `cpi validate` reports it as an error, where a typo is safe to
+stop on; `cloud.properties.validation.strict: true` makes the wire refuse it too.
 """
 
 from __future__ import annotations
 
+import difflib
+import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -18,6 +27,10 @@ from cpi.logs import Redactor, looks_secret, shown
 
 #: Errors listed in one message; a list of a million bad items gets a short answer.
 MAX_ERRORS = 10
+
+#: Whether a call refuses a key no model knows (cpi.json `cloud.properties.validation.strict`,
+#: set by cpi.config.build for the call) rather than ignoring it with a warning.
+strict = False
 
 
 def _loc(prefix: str, loc: tuple) -> str:
@@ -57,6 +70,89 @@ def describe(exc: ValidationError, prefix: str = "", label=None) -> str:
 def parse(model: type[BaseModel], data: Any, what: str) -> Any:
     """Validate `data` as `model`, raising CpiError naming `what` and each bad field."""
     try:
-        return model.model_validate({} if data is None else data)
+        return validate(model, {} if data is None else data, what)
     except ValidationError as exc:
         raise CpiError(f"invalid {what}: {describe(exc)}") from None
+
+
+def validate(model: type[BaseModel], data: Any, where: str) -> Any:
+    """`model.model_validate(data)`; unless `strict`, a key the model does not know is left
+    out with a warning naming it (`where` and its path) and the closest known key, and what
+    remains is validated again, so that any other mistake is still an error."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        if strict:
+            raise
+        unknown = [tuple(err["loc"]) for err in exc.errors(include_url=False) if err["type"] == "extra_forbidden"]
+        if not unknown:
+            raise
+    import copy
+    import logging
+
+    log = logging.getLogger("cpi.validation")
+    cleaned = copy.deepcopy(data)
+    redactor = logs.active if logs.active is not None else Redactor()
+    for number, loc in enumerate(unknown):
+        _drop(cleaned, loc)
+        if number < MAX_ERRORS:
+            log.warning("%s: unknown property ignored%s (`cpi validate` reports it; "
+                        "cloud.properties.validation.strict: true refuses it)",
+                        redactor.text(_loc(where, _plain(loc)), limit=200), closest(model, loc))
+    if len(unknown) > MAX_ERRORS:
+        log.warning("%s: %d more unknown properties ignored", where, len(unknown) - MAX_ERRORS)
+    return model.model_validate(cleaned)
+
+
+def _plain(loc: tuple) -> tuple:
+    return tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
+
+
+def _drop(data: Any, loc: tuple) -> None:
+    """Remove the key at `loc` from `data` (in place); a step that names no key of the data
+    (a union's tag in pydantic's location) is passed over."""
+    current = data
+    for item in loc[:-1]:
+        in_dict = isinstance(current, dict) and item in current
+        in_list = isinstance(current, list) and isinstance(item, int) and 0 <= item < len(current)
+        if in_dict or in_list:
+            current = current[item]
+    if isinstance(current, dict) and loc:
+        current.pop(loc[-1], None)
+
+
+def closest(model: type[BaseModel], loc: tuple) -> str:
+    """`, did you mean NAME?` for the known key closest to the unknown one at `loc`."""
+    where = model_at(model, loc)
+    if where is None or not loc or not isinstance(loc[-1], str):
+        return ""
+    known = [name for name, field in where.model_fields.items()] + \
+        [field.alias for field in where.model_fields.values() if field.alias]
+    close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+    return f", did you mean {close[0]}?" if close else ""
+
+
+def models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation may hold (through Optional, unions, lists, dicts)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found += models_in(arg)
+    return found
+
+
+def model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The model whose fields the key at the end of `loc` was checked against."""
+    current: type[BaseModel] | None = model
+    for item in loc[:-1]:
+        if current is None:
+            return None
+        if isinstance(item, int):
+            continue  # a list index: the list's item model is already `current`
+        field = current.model_fields.get(item)
+        if field is None:
+            continue  # a dict key (or a union tag): stay on the value's model
+        models = models_in(field.annotation)
+        current = models[0] if models else None
+    return current

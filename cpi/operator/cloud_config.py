@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import difflib
 import re
-import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from cpi.clouds.findings import Finding, Item, suggest
 from cpi.logs import looks_secret, shown
+from cpi.validation import model_at
 
 SECTIONS = ("azs", "vm_types", "vm_extensions", "disk_types", "networks", "compilation")
 NETWORK_TYPES = ("manual", "dynamic", "vip")
@@ -77,32 +77,6 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    """The pydantic models an annotation may hold (through Optional, unions, lists, dicts)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    found: list[type[BaseModel]] = []
-    for arg in typing.get_args(annotation):
-        found += _models_in(arg)
-    return found
-
-
-def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
-    """The model whose fields the key at the end of `loc` was checked against."""
-    current: type[BaseModel] | None = model
-    for item in loc[:-1]:
-        if current is None:
-            return None
-        if isinstance(item, int):
-            continue  # a list index: the list's item model is already `current`
-        field = current.model_fields.get(item)
-        if field is None:
-            continue  # a dict key (or a union tag): stay on the value's model
-        models = _models_in(field.annotation)
-        current = models[0] if models else None
-    return current
-
-
 def _path(prefix: str, loc: tuple) -> str:
     text = prefix
     for item in loc:
@@ -141,7 +115,7 @@ def _problem(model: type[BaseModel], loc: tuple, errs: list[dict]) -> str:
     secret = any(map(looks_secret, keys))
     first = errs[0]
     if first["type"] == "extra_forbidden":
-        where = _model_at(model, loc)
+        where = model_at(model, loc)
         problem = "unknown property"
         if where is not None and loc and isinstance(loc[-1], str):
             close = difflib.get_close_matches(loc[-1], list(where.model_fields), n=1, cutoff=0.6)

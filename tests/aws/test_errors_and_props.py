@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from botocore import exceptions as bexc
 
-from cpi import retry
+from cpi import retry, validation
 from cpi.clouds.aws import errors
 from cpi.clouds.aws.props import (
     AwsProperties,
@@ -51,7 +51,8 @@ def test_static_credentials_and_defaults():
     ({**STATIC, "max_retry": 3}, "max_retry: unknown property"),
     ({**STATIC, "metadata_options": {"http_tokens": "always"}}, "metadata_options.http_tokens"),
 ])
-def test_bad_global_properties_name_the_key(data, expected):
+def test_bad_global_properties_name_the_key(data, expected, monkeypatch):
+    monkeypatch.setattr(validation, "strict", True)  # an unknown key is otherwise left out, with a warning
     with pytest.raises(CpiError) as err:
         parse(AwsProperties, data, "aws properties")
     assert expected in err.value.message
@@ -112,10 +113,26 @@ def test_vm_type_defaults_and_errors():
     ({"ephemeral_disk": {"size": 0}}, "ephemeral_disk.size"),
     ({"elb": ["x"]}, "elb: unknown property"),
 ])
-def test_vm_type_combinations(cloud_properties, expected):
+def test_vm_type_combinations(cloud_properties, expected, monkeypatch):
+    monkeypatch.setattr(validation, "strict", True)  # an unknown key is otherwise left out, with a warning
     with pytest.raises(CpiError) as err:
         parse(VMCloudProperties, {"instance_type": "m6i.large", **cloud_properties}, "vm_type cloud_properties")
     assert expected in err.value.message
+
+
+def test_an_unknown_key_is_left_out_with_a_warning_by_default(caplog):
+    """A vm_extension written for another IaaS merges into an AWS vm_type (a director with
+    several CPIs): the official CPI ignores what it does not know, and so does this one."""
+    with caplog.at_level("WARNING", logger="cpi.validation"):
+        props = parse(VMCloudProperties, {"instance_type": "m6i.large", "instance_tpye": "x", "flavor": "m1.small"},
+                      "vm_type cloud_properties")
+    assert props.instance_type == "m6i.large"
+    assert ("vm_type cloud_properties.instance_tpye: unknown property ignored, did you mean instance_type?"
+            in caplog.text)
+    assert "vm_type cloud_properties.flavor: unknown property ignored (" in caplog.text
+    with pytest.raises(CpiError, match="iops applies to gp3, io1, io2"):  # any other mistake still fails
+        parse(VMCloudProperties, {"instance_type": "m6i.large", "flavor": "x",
+                                  "ephemeral_disk": {"type": "gp2", "iops": 3000}}, "vm_type cloud_properties")
 
 
 def test_disk_type_defaults_to_gp3_and_checks_iops():

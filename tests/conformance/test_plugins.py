@@ -69,8 +69,11 @@ def test_entry_point_cloud_is_loaded_and_validated(tmp_path):
     assert info["result"] == {"stemcell_formats": ["tiny-raw"], "api_version": 3}
     has = run_with_plugin(tmp_path, {"method": "has_vm", "arguments": ["hi"]}, {"greeting": "hi"})
     assert has["result"] is True
-    bad = run_with_plugin(tmp_path, {"method": "info", "arguments": []}, {"greting": "hi"})
-    assert "cloud.properties.tiny.greting: unknown property" in bad["error"]["message"]
+    typo = run_with_plugin(tmp_path, {"method": "has_vm", "arguments": ["hi"]}, {"greeting": "hi", "greting": "x"})
+    assert typo["result"] is True
+    assert "cloud.properties.tiny.greting: unknown property ignored, did you mean greeting?" in typo["log"]
+    bad = run_with_plugin(tmp_path, {"method": "info", "arguments": []}, {"greeting": 5})
+    assert "cloud.properties.tiny.greeting" in bad["error"]["message"]
 
 
 def test_unimplemented_methods_of_a_partial_cloud_are_not_implemented(tmp_path):

@@ -155,8 +155,10 @@ def test_extra_command_line_arguments_are_an_error(config):
          "cloud.properties.debug.cpi.api_version", True),
         ('{"cloud": {"plugin": "local", "properties": {"local": {"state_dir": 5}}}}',
          "cloud.properties.local.state_dir", False),
-        ('{"cloud": {"plugin": "local", "properties": {"local": {"stat_dir": "/tmp/x"}}}}',
+        ('{"cloud": {"plugin": "local", "properties": {"validation": {"strict": true}, "local": {"stat_dir": "/x"}}}}',
          "cloud.properties.local.stat_dir: unknown property", False),
+        ('{"cloud": {"plugin": "local", "properties": {"validation": {"strickt": true}}}}',
+         "cloud.properties.validation.strickt: unknown property", False),
         ('{"cloud": {"plugin": "local", "properties": {"agent": {"ntp": "pool.ntp.org"}}}}',
          "cloud.properties.agent.ntp", False),
         ('{"cloud": {"plugin": "local", "properties": {"local": {"faults": [{"times": 1}]}}}}',
@@ -179,6 +181,17 @@ def test_bad_config_names_the_field(tmp_path, content, words, info_reads_it):
         assert info.error["type"] == "Bosh::Clouds::CpiError" and words in info.error["message"]
     else:
         assert info.doc["result"]["stemcell_formats"] == ["dummy", "local-raw", "local-light"]
+
+
+def test_an_unknown_config_key_is_left_out_with_a_warning(tmp_path):
+    """A cpi.json copied from the official CPI's job may hold keys this CPI does not know:
+    the call goes on, and its log names each key and the closest known one."""
+    path = tmp_path / "cpi.json"
+    path.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {
+        "local": {"state_dir": str(tmp_path / "state"), "stat_dir": "/x"}}}}))
+    response = run_raw(b'{"method":"has_vm","arguments":["vm-1"],"context":{}}', path)
+    assert response.error is None and response.result is False
+    assert "cloud.properties.local.stat_dir: unknown property ignored, did you mean state_dir?" in response.log
 
 
 def test_missing_config_file(tmp_path):

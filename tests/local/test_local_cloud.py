@@ -330,6 +330,29 @@ def test_bad_vm_cloud_properties_name_the_field(local, stemcell):
                          local.dynamic_network(), [], {}).error
     assert err["type"] == "Bosh::Clouds::CpiError"
     assert "vm_type cloud_properties: ephemeral_disk.size" in err["message"]
-    err = local.cpi.call("create_vm", "a", stemcell, {"instance_type": "m5.large"},
-                         local.dynamic_network(), [], {}).error
-    assert "instance_type: unknown property" in err["message"]
+
+
+def strict(target: LocalTarget) -> LocalTarget:
+    """The same cloud with cloud.properties.validation.strict: true in its cpi.json."""
+    doc = json.loads(target.config_path.read_text())
+    doc["cloud"]["properties"]["validation"] = {"strict": True}
+    target.config_path.write_text(json.dumps(doc))
+    return target
+
+
+def test_unknown_keys_are_ignored_with_a_warning_unless_strict(local, stemcell):
+    """As the official CPIs do (a vm_extension written for another IaaS, a key this CPI
+    lacks): the call succeeds, and its log names each key it left out and the closest known
+    one; `validation.strict` refuses them, before anything is made."""
+    props = {"cpu": 1, "rma": 256, "instance_type": "m5.large", "ephemeral_disk": {"size": 64, "sise": 1}}
+    response = local.cpi.call("create_vm", "agent-lenient", stemcell, props, local.dynamic_network(), [], {})
+    vm_cid, _ = response.result
+    assert "vm_type cloud_properties.rma: unknown property ignored, did you mean ram?" in response.log
+    assert "vm_type cloud_properties.ephemeral_disk.sise: unknown property ignored, did you mean size?" in response.log
+    assert "vm_type cloud_properties.instance_type: unknown property ignored (" in response.log
+    assert local.vm_record(vm_cid)["cloud_properties"] == props  # recorded as the director sent it
+    local.cpi("delete_vm", vm_cid)
+    err = strict(local).cpi.call("create_vm", "agent-strict", stemcell, props, local.dynamic_network(), [], {}).error
+    assert err["type"] == "Bosh::Clouds::CpiError"
+    assert "rma: unknown property" in err["message"] and "instance_type: unknown property" in err["message"]
+    assert "vms" not in local.leftovers()

@@ -12,7 +12,7 @@ import types
 import pytest
 from pydantic import ValidationError
 
-from cpi import retry, waits
+from cpi import retry, validation, waits
 from cpi.clouds.openstack import errors, flavors, networks, tags
 from cpi.clouds.openstack.disks import Disks, _hint
 from cpi.clouds.openstack.props import OpenStackProperties, VMCloudProperties
@@ -268,7 +268,8 @@ def nets(**entries) -> dict[str, Network]:
     return {name: Network.model_validate(value) for name, value in entries.items()}
 
 
-def test_network_plan():
+def test_network_plan(monkeypatch):
+    monkeypatch.setattr(validation, "strict", True)  # the unknown `subnet` below is otherwise left out, with a warning
     plan = networks.plan(nets(a={"type": "manual", "ip": "10.0.0.5", "cloud_properties": {"net_id": "n1"}},
                               v={"type": "vip", "ip": "172.24.4.9"}), props())
     assert [n.name for n in plan.networks] == ["a"] and plan.vip_name == "v" and plan.gateway.name == "a"

@@ -37,7 +37,7 @@ def test_the_throttle_is_configured_as_the_config_says(tmp_path):
 
 def test_a_bad_config_is_refused_before_anything_is_made(tmp_path):
     with pytest.raises(CpiError, match=r"cloud\.properties\.local"):
-        opening.open_cloud({"cloud": {"plugin": "local", "properties": {"local": {"no_such_key": 1}}}}, {})
+        opening.open_cloud({"cloud": {"plugin": "local", "properties": {"local": {"lock_timeout": "soon"}}}}, {})
 
 
 def test_under_a_plan_a_cloud_that_cannot_plan_is_refused(tmp_path, monkeypatch):
