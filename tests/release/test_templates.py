@@ -190,6 +190,11 @@ def test_mbus_from_director_nats_when_agent_mbus_is_unset(cpi_json):
     assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://10.0.0.6:4223"
     config = cpi_json({"cloud": {"plugin": "local"}, "nats": nats, "agent": {"mbus": "nats://explicit:4222"}})
     assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://explicit:4222"
+    # the official CPIs' agent.nats.address: where the agents reach NATS, before nats.address
+    config = cpi_json({"cloud": {"plugin": "local"}, "nats": nats, "agent": {"nats": {"address": "10.0.0.7"}}})
+    assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://nats:pw@10.0.0.7:4222"
+    config = cpi_json({"cloud": {"plugin": "local"}, "agent": {"nats": {"address": "10.0.0.7"}}})
+    assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://10.0.0.7:4222"
 
 
 def test_debug_api_version(cpi_json):
