@@ -64,6 +64,22 @@ def test_bad_configs_name_the_problem(change, message):
         props(**change)
 
 
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def test_connection_options_of_the_official_cpi_set_the_same_settings():
+    """bosh-deployment's openstack/custom-ca.yml gives the CA as connection_options.ca_cert;
+    the official CPI's other HTTP options with a meaning here map the same way."""
+    p = props(connection_options={"ca_cert": PEM, "ssl_verify_peer": False, "connect_timeout": 5, "read_timeout": 60})
+    assert (p.ca_cert, p.ssl_verify, p.connect_timeout, p.read_timeout) == (PEM, False, 5, 60)
+    assert props(connection_options={"ssl_ca_file": "/etc/ssl/ca.pem"}).ca_cert == "/etc/ssl/ca.pem"
+    assert props(ca_cert=PEM, connection_options={"ca_cert": PEM}).ca_cert == PEM  # both ways, agreeing
+    with pytest.raises(ValidationError, match="ssl_verify and connection_options say different things"):
+        props(ssl_verify=True, connection_options={"ssl_verify_peer": False})
+    with pytest.raises(ValidationError, match="ca_cert or ssl_ca_file, not both"):
+        props(connection_options={"ca_cert": PEM, "ssl_ca_file": "/x"})
+
+
 def test_application_credential_and_project_id_configs():
     p = OpenStackProperties.model_validate({"auth_url": "http://k:5000/v3", "application_credential_id": "abc",
                                             "application_credential_secret": "shh"})

@@ -44,6 +44,18 @@ def looks_like_uuid(value: str) -> bool:
 # ---------------------------------------------------------------- cpi.json: cloud.properties.openstack
 
 
+class ConnectionOptions(_Strict):
+    """`connection_options` as the official OpenStack CPI takes it (its HTTP library's
+    options; bosh-deployment's openstack/custom-ca.yml sets `ca_cert`): the options with a
+    meaning here map onto this CPI's own settings, which say the same thing."""
+
+    ca_cert: str | None = Field(None, description="PEM text of the CA certificate(s): the same as `ca_cert`.")
+    ssl_ca_file: str | None = Field(None, description="Path of a PEM file of CA certificates: the same as `ca_cert`.")
+    ssl_verify_peer: StrictBool | None = Field(None, description="The same as `ssl_verify`.")
+    connect_timeout: float | None = Field(None, gt=0, description="The same as `connect_timeout`.")
+    read_timeout: float | None = Field(None, gt=0, description="The same as `read_timeout`.")
+
+
 class OpenStackProperties(BaseModel):
     """`cloud.properties.openstack` in cpi.json. Request `context` keys with these names
     override the file for one call (a director cpi-config)."""
@@ -87,6 +99,10 @@ class OpenStackProperties(BaseModel):
         description="CA certificate(s) to verify the APIs' TLS certificates: PEM text, or the path of a PEM file.",
     )
     ssl_verify: StrictBool = Field(True, description="Verify TLS certificates (false: do not; for test clouds only).")
+    connection_options: ConnectionOptions | None = Field(
+        None, description="The official OpenStack CPI's name for TLS and timeout settings: `ca_cert` (PEM), "
+        "`ssl_ca_file`, `ssl_verify_peer`, `connect_timeout`, `read_timeout` set the settings of the same meaning "
+        "here; a setting given both ways must agree.")
     connect_timeout: float = Field(10.0, gt=0, description="Seconds to open a connection to an API.")
     read_timeout: float = Field(120.0, gt=0, description="Seconds to wait for an API's response.")
 
@@ -188,6 +204,25 @@ class OpenStackProperties(BaseModel):
                 raise ValueError(f"{key}: '{url}' is not an http(s) URL")
             out[service] = url.rstrip("/")
         return out
+
+    @model_validator(mode="after")
+    def _connection_options(self) -> OpenStackProperties:
+        """connection_options onto this CPI's own settings; set both ways, they must agree."""
+        options = self.connection_options
+        if options is None:
+            return self
+        if options.ca_cert is not None and options.ssl_ca_file is not None:
+            raise ValueError("connection_options: give ca_cert or ssl_ca_file, not both")
+        pairs = [("ca_cert", options.ca_cert if options.ca_cert is not None else options.ssl_ca_file),
+                 ("ssl_verify", options.ssl_verify_peer), ("connect_timeout", options.connect_timeout),
+                 ("read_timeout", options.read_timeout)]
+        for name, value in pairs:
+            if value is None:
+                continue
+            if name in self.model_fields_set and getattr(self, name) != value:
+                raise ValueError(f"{name} and connection_options say different things: keep one")
+            setattr(self, name, value)
+        return self
 
     @model_validator(mode="after")
     def _auth(self) -> OpenStackProperties:
