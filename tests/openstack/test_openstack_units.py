@@ -56,7 +56,7 @@ def test_auth_url_gets_v3_and_v2_is_refused():
     ({"endpoint_type": "privateURL"}, "publicURL"),
     ({"config_drive": "usb"}, "cdrom"),
     ({"state_timeout": 0}, "greater than 0"),
-    ({"tenant": "t"}, "Extra inputs"),
+    ({"tenant": "t", "project": None}, "Keystone v2 is gone from OpenStack"),
     ({"endpoint_overrides": {"dns": "http://x"}}, "unknown service type"),
 ])
 def test_bad_configs_name_the_problem(change, message):
@@ -536,3 +536,25 @@ def test_a_context_auth_url_never_receives_the_config_files_password(tmp_path):
         assert "context-password-7" in bodies and "file-password-Zq81" not in bodies
     finally:
         listener.close()
+
+
+def test_what_openstack_no_longer_has_is_accepted_and_refused_where_needed(tmp_path):
+    """bosh-deployment's keystone-v2.yml, nova-networking.yml and auto-anti-affinity.yml keys
+    are accepted (a manifest using them still renders and the config is read), and only
+    what would need the removed feature fails, saying why: here create_vm, before anything
+    is asked of OpenStack (its identity service is down)."""
+    import json
+
+    from tests.support.runner import Cpi
+
+    assert props(tenant="t").project == MINIMAL["project"]  # beside project: unused
+    assert props(enable_auto_anti_affinity=True).enable_auto_anti_affinity is True
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "openstack", "properties": {"openstack": {
+        **MINIMAL, "auth_url": "http://127.0.0.1:9/v3", "use_nova_networking": True, "retry_budget_seconds": 1,
+        "connect_timeout": 1}}}}))
+    response = Cpi(config).call("create_vm", "agent-1", "image-1", {"instance_type": "m1.small"},
+                                {"default": {"type": "dynamic", "cloud_properties": {"net_id": "n"}}}, [], {})
+    assert response.error["type"] == "Bosh::Clouds::VMCreationFailed"
+    assert "use_nova_networking: Nova networking is gone from OpenStack" in response.error["message"]
+    assert response.error["ok_to_retry"] is False

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from cpi import config, validation
+from cpi.errors import CpiError
 from tests.release.support import JOB_DIR, REPO, job_spec, render
 from tests.support import gopatch
 
@@ -37,7 +38,8 @@ COMPANIONS = {
     "aws": [[], ["iam-instance-profile.yml"], ["encrypted-disk.yml"], ["cpi-assume-role-credentials.yml"],
             ["encrypted-disk.yml", "cpi-assume-role-credentials.yml"]],
     "openstack": [[], ["custom-ca.yml"], ["boot-from-volume.yml"], ["disable-readable-vm-names.yml"],
-                  ["custom-ca.yml", "boot-from-volume.yml", "trusted-certs.yml"]],
+                  ["custom-ca.yml", "boot-from-volume.yml", "trusted-certs.yml"],
+                  ["nova-networking.yml"], ["auto-anti-affinity.yml"]],
 }
 CASES = [(cloud, companions) for cloud, sets in COMPANIONS.items() for companions in sets]
 
@@ -182,3 +184,30 @@ def test_go_patch_rules(document, ops, expected):
 def test_go_patch_refuses_what_it_cannot_apply(document, op, error):
     with pytest.raises(gopatch.PatchError, match=error):
         gopatch.apply(document, [op])
+
+
+def test_keystone_v2_renders_and_is_refused_saying_why(ruby, tmp_path):
+    """bosh-deployment's keystone-v2.yml: the manifest still applies and the job renders
+    its tenant, but Keystone v2 is gone from OpenStack, and the config says so."""
+    document = manifest("openstack", ["keystone-v2.yml"], ours=True)
+    properties = bosh_group(document)["properties"]
+    assert properties["openstack"]["tenant"] == "value-of-openstack_tenant"
+    rendered = json.loads(render(JOB_DIR / "templates/cpi.json.erb", declared(properties, job_spec()), tmp_path, ruby))
+    assert rendered["cloud"]["properties"]["openstack"]["tenant"] == "value-of-openstack_tenant"
+    with pytest.raises(CpiError, match="tenant is Keystone v2's project, and Keystone v2 is gone from OpenStack"):
+        config.build(rendered)
+
+
+@pytest.mark.parametrize("cloud", ["aws", "openstack"])
+def test_bosh_deployments_cloud_config_is_read_unchanged(cloud):
+    """The cloud-config an operator already has (bosh-deployment's <cloud>/cloud-config.yml)
+    passes `cpi validate`'s checks, which report any unknown key as an error."""
+    from cpi.clouds import load_cloud
+    from cpi.operator import cloud_config
+
+    document = gopatch.interpolate(load(DEPLOYMENT / cloud / "cloud-config.yml"),
+                                   {"az": "z1", "internal_cidr": "10.0.0.0/24", "internal_gw": "10.0.0.1",
+                                    "subnet_id": "subnet-0abc", "net_id": "net-1"})
+    findings, items = cloud_config.check(document, load_cloud(cloud))
+    assert [f for f in findings if f.severity == "error"] == []
+    assert {item.kind for item in items} >= {"vm_type", "network", "az"}

@@ -143,6 +143,16 @@ class OpenStackProperties(BaseModel):
     human_readable_vm_names: StrictBool = Field(
         False, description="set_vm_metadata renames the server to the instance's `name` (or `job/index`)."
     )
+    # -- the official CPI's keys for what OpenStack no longer has: accepted, refused only
+    # -- where a request would need what is gone
+    tenant: str | None = Field(
+        None, description="Keystone v2's project. Keystone v2 is gone from OpenStack (removed in Queens): with no "
+        "`project`, the config is refused, saying to set `project` and `domain` (Keystone v3); beside them, unused.")
+    use_nova_networking: StrictBool = Field(
+        False, description="Nova networking is gone from OpenStack (removed in Rocky): true refuses create_vm, "
+        "saying so; this CPI always uses Neutron.")
+    enable_auto_anti_affinity: StrictBool | None = Field(
+        None, description="No effect, as in the official CPI, which no longer supports it either.")
     ignore_server_availability_zone: StrictBool = Field(
         False,
         description="create_disk does not put the disk in its VM's availability zone (for clouds whose Nova and "
@@ -245,6 +255,9 @@ class OpenStackProperties(BaseModel):
                 f"password auth needs {' and '.join(missing)} (or use application_credential_id and "
                 "application_credential_secret)"
             )
+        if self.tenant is not None and not (self.project or self.project_id):
+            raise ValueError("tenant is Keystone v2's project, and Keystone v2 is gone from OpenStack (removed in "
+                             "Queens): set project and domain, for Keystone v3, instead")
         if not (self.user_domain_name or self.domain):
             raise ValueError("username needs its domain: set user_domain_name or domain (often `Default`)")
         if not (self.project or self.project_id):

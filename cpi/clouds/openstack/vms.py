@@ -83,6 +83,9 @@ class Vms:
     def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, nets: dict[str, Network],
                disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
+        if self.properties.use_nova_networking:
+            raise VMCreationFailed("use_nova_networking: Nova networking is gone from OpenStack (removed in Rocky); "
+                                   "this CPI creates ports with Neutron: remove the key", ok_to_retry=False)
         if props.availability_zones and not self.properties.ignore_server_availability_zone:
             raise VMCreationFailed(
                 "availability_zones needs ignore_server_availability_zone: true (a VM's disks could not follow it "
