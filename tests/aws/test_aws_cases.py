@@ -282,6 +282,19 @@ def test_attach_hints_nvme_by_id_on_nitro_and_sd_letters_elsewhere(cpi, nitro_vm
         assert requests_of(delete) == {"DeleteVolume": 1}
 
 
+def test_nvme_from_the_family_name_when_describe_instance_types_is_off(make_cpi, cpi, nitro_vm):
+    """The official CPI's enable_describe_instance_types: false (a policy without
+    ec2:DescribeInstanceTypes): the hint still says NVMe for m5, and nothing asks EC2."""
+    static = make_cpi(enable_describe_instance_types=False)
+    disk_cid = static("create_disk", 1024, {}, nitro_vm)
+    attach = static.call("attach_disk", nitro_vm, disk_cid)
+    assert attach.result == "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_" + disk_cid.replace("-", "")
+    assert "DescribeInstanceTypes" not in requests_of(attach)
+    assert "decided from its family name (enable_describe_instance_types is false)" in attach.log
+    static("detach_disk", nitro_vm, disk_cid)
+    static("delete_disk", disk_cid)
+
+
 def test_disk_types_encryption_and_zone(make_cpi, cpi, nitro_vm, ec2):
     io1 = cpi("create_disk", 10_000, {"type": "io1", "iops": 500}, nitro_vm)
     gp3 = cpi("create_disk", 1500, {"throughput": 250, "iops": 4000, "tags": {"purpose": "db"}, "name": "dyn-1"}, None)
@@ -506,6 +519,19 @@ def test_heavy_stemcell_without_root_img_is_an_error(cpi, tmp_path):
         archive.addfile(info, io.BytesIO(b"x"))
     response = cpi.call("create_stemcell", str(path), {"name": "s", "version": "1"})
     assert response.error["type"] == "Bosh::Clouds::CloudError" and "root.img" in response.error["message"]
+
+
+def test_a_paravirtual_stemcell_is_refused_saying_why(cpi, tmp_path):
+    """The official CPI's virtualization_type: paravirtual (with kernel_id) is read, and
+    refused before anything is uploaded: no current instance type runs such an image."""
+    path = tmp_path / "image"
+    path.write_bytes(b"not read")
+    paravirtual = {"name": "s", "version": "1", "virtualization_type": "paravirtual", "kernel_id": "aki-88aa75e1"}
+    response = cpi.call("create_stemcell", str(path), paravirtual)
+    assert response.error["type"] == "Bosh::Clouds::CloudError"
+    assert "virtualization_type paravirtual: no current EC2 instance type runs paravirtual images" in \
+        response.error["message"]
+    assert requests_of(response) == {}
 
 
 # ---------------------------------------------------------------- throttling and credentials

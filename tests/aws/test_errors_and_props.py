@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from botocore import exceptions as bexc
 
@@ -218,3 +220,53 @@ def test_no_credentials_and_unreachable_endpoints():
     assert "no AWS credentials found" in errors.to_cloud_error(bexc.NoCredentialsError(), "has_vm").message
     unreachable = errors.to_cloud_error(bexc.EndpointConnectionError(endpoint_url="https://ec2.nowhere"), "has_vm")
     assert "cannot reach https://ec2.nowhere" in unreachable.message
+
+
+def make_ca_and_server_cert(directory) -> tuple[str, tuple[str, str]]:
+    """A throwaway CA (its PEM text) and a certificate it signed for 127.0.0.1, by openssl."""
+    import subprocess
+
+    def run(*argv):
+        subprocess.run(["openssl", *argv], cwd=directory, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+        "-subj", "/CN=cpi-test-ca")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
+    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+        "server.pem", "-days", "1", "-extfile", "san.ext")
+    return (directory / "ca.pem").read_text(), (str(directory / "server.pem"), str(directory / "server.key"))
+
+
+def test_connection_options_ca_cert_is_the_ca_the_endpoints_are_verified_with(tmp_path):
+    """The official CPI's aws.connection_options.ca_cert (PEM text): with it, the TLS
+    handshake with an endpoint whose certificate that CA signed succeeds and the request
+    arrives; without it, the same endpoint is refused before any request is sent."""
+    import json
+    import stat
+
+    from tests.support.listener import Listener
+    from tests.support.runner import DIRECTOR_ENV, Cpi
+
+    pem, server = make_ca_and_server_cert(tmp_path)
+    listener = Listener(tls=server)
+    try:
+        def config(name: str, **extra) -> Cpi:
+            path = tmp_path / name
+            path.write_text(json.dumps({"cloud": {"plugin": "aws", "properties": {"aws": {
+                "region": "us-east-1", "ec2_endpoint": listener.url, "access_key_id": "AKIATEST",
+                "secret_access_key": "s3cr3t", "max_retries": 0, "retry_budget_seconds": 1, **extra}}}}))
+            return Cpi(path)
+
+        refused = config("plain.json").call("has_vm", "i-0123456789abcdef0")
+        assert refused.error is not None and listener.seen == []
+        assert "certificate" in (refused.error["message"] + refused.log).lower()
+        trusted = config("ca.json", connection_options={"ca_cert": pem}).call("has_vm", "i-0123456789abcdef0")
+        assert trusted.error is not None  # the listener answers 500: what matters is that the request got there
+        assert len(listener.seen) >= 1 and "DescribeInstances" in listener.seen[0]["body"]
+        # kept where the call's HOME is (the suite's, as bin/cpi gets it), private
+        (kept,) = [p for p in (Path(DIRECTOR_ENV["HOME"]) / ".cache/bosh-cpi/ca").glob("aws-*.pem")
+                   if p.read_text() == pem]
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
+    finally:
+        listener.close()

@@ -8,7 +8,8 @@ class Listener:
     """An HTTP server on 127.0.0.1 that records what reaches it (a cpi-config writer's
     endpoint) and answers 500."""
 
-    def __init__(self):
+    def __init__(self, tls: tuple[str, str] | None = None):
+        """`tls`: (certificate file, key file) to answer HTTPS with."""
         import http.server
         import threading
 
@@ -28,7 +29,15 @@ class Listener:
                 return
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls is not None:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):

@@ -334,6 +334,10 @@ class Disks:
                     schedule=VOLUME_WAIT)
 
     def _requires_nvme(self, instance_type: str) -> bool:
+        if not self.properties.enable_describe_instance_types:
+            log.info("NVMe for %s decided from its family name (enable_describe_instance_types is false)",
+                     instance_type)
+            return _nvme_by_family(instance_type)
         try:
             response = self.aws.ec2("DescribeInstanceTypes", InstanceTypes=[instance_type])
         except Exception as exc:

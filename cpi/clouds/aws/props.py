@@ -101,6 +101,23 @@ def _check_iops_throughput(kind: str, type_: str | None, iops: int | None, throu
 # ---------------------------------------------------------------- cpi.json: cloud.properties.aws
 
 
+class ConnectionOptions(_Strict):
+    """`connection_options` as the official AWS CPI's job takes it."""
+
+    ca_cert: str | None = Field(
+        None, description="PEM text of the CA certificate(s) that sign the endpoints' TLS certificates; the CPI "
+        "keeps it in a private file of its cache (~/.cache/bosh-cpi/ca/) to hand to botocore. The same as "
+        "`ca_cert_file`, given as text: set one of them.")
+
+
+class StemcellDefaults(_Strict):
+    """`stemcell` in cpi.json, as the official AWS CPI's job writes it."""
+
+    kernel_id: str | None = Field(
+        None, description="The official CPI's kernel for paravirtual images. No effect: no current instance type "
+        "runs paravirtual images, and a heavy stemcell asking for one is refused, saying so.")
+
+
 class AwsProperties(_Strict):
     """`cloud.properties.aws` in cpi.json. Request `context` keys with these names override
     the file for one call (a director cpi-config)."""
@@ -178,6 +195,13 @@ class AwsProperties(_Strict):
         description="Families calculate_vm_cloud_properties chooses from, most preferred first; it "
         "returns the smallest type (memory, then vCPUs) that fits.",
     )
+    stemcell: StemcellDefaults | None = Field(None, description="The official CPI's `stemcell.kernel_id`.")
+    connection_options: ConnectionOptions | None = Field(
+        None, description="The official CPI's `connection_options.ca_cert` (PEM text): the same as `ca_cert_file`.")
+    enable_describe_instance_types: StrictBool = Field(
+        True, description="Ask EC2 (DescribeInstanceTypes) whether an instance type exposes EBS volumes as NVMe, "
+        "for attach_disk's disk hint; false: decide from the type's family name, with no such request (an "
+        "account whose policy lacks ec2:DescribeInstanceTypes).")
 
     # -- retries and waits
     max_retries: StrictInt = Field(
@@ -230,6 +254,8 @@ class AwsProperties(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> AwsProperties:
+        if self.ca_cert_file and self.connection_options and self.connection_options.ca_cert:
+            raise ValueError("give the CA as ca_cert_file or as connection_options.ca_cert, not both")
         if not self.region and not self.ec2_endpoint:
             raise ValueError("region is required (or ec2_endpoint for an EC2-compatible cloud)")
         if self.credentials_source == "static":
@@ -414,8 +440,9 @@ class StemcellCloudProperties(BaseModel):
     kms_key_arn: str | None = Field(None, description="KMS key for that encryption. Default: the global `kms_key_arn`.")
     architecture: Literal["x86_64", "arm64", "i386"] = Field(
         "x86_64", description="Heavy: the image's CPU architecture.")
-    virtualization_type: Literal["hvm"] = Field(
-        "hvm", description="Heavy: only `hvm` (paravirtual images cannot run on current instance types)."
+    virtualization_type: Literal["hvm", "paravirtual"] = Field(
+        "hvm", description="Heavy: `hvm`. `paravirtual` is accepted as the official CPI's key, and a heavy "
+        "stemcell asking for it is refused, saying why: no current instance type runs paravirtual images."
     )
     root_device_name: str = Field(
         "/dev/xvda", pattern=r"^/dev/[a-z0-9]+$", description="Heavy: the image's root device."

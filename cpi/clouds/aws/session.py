@@ -186,9 +186,32 @@ class Aws:
             service,
             region_name=self.properties.signing_region,
             endpoint_url=endpoint,
-            verify=self.properties.ca_cert_file,
+            verify=self.ca_bundle(),
             config=self._config(),
         )
+
+    def ca_bundle(self) -> str | None:
+        """The CA file botocore verifies the endpoints with: ca_cert_file, or the PEM text of
+        connection_options.ca_cert kept in a private file named by its digest (written once,
+        atomically; read by every later call); None: botocore's own bundle."""
+        options = self.properties.connection_options
+        if options is None or not options.ca_cert:
+            return self.properties.ca_cert_file
+        import hashlib
+
+        from cpi.private import cache_dir, private_dir, replace_file
+
+        pem = options.ca_cert.encode()
+        setting = "aws.connection_options.ca_cert"
+        directory = private_dir(cache_dir("ca", setting), "the CA cache (~/.cache/bosh-cpi/ca)")
+        path = directory / f"aws-{hashlib.sha256(pem).hexdigest()[:32]}.pem"
+        try:
+            current = path.read_bytes() if not path.is_symlink() else None
+        except FileNotFoundError:
+            current = None
+        if current != pem:
+            replace_file(path, pem)
+        return str(path)
 
     def _full_model_client(self, service: str):
         """A client on botocore's full model, for an operation the slim one lacks (a gap in

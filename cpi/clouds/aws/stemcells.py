@@ -108,6 +108,10 @@ class Stemcells:
     # ------------------------------------------------------------ heavy
 
     def _heavy(self, image_path: Path, props: StemcellCloudProperties, wanted_tags: dict[str, str]) -> str:
+        if props.virtualization_type == "paravirtual":
+            raise CloudError("create_stemcell: virtualization_type paravirtual: no current EC2 instance type runs "
+                             "paravirtual images (nor would kernel_id give it a kernel), so this CPI makes hvm "
+                             "images only: use an hvm stemcell")
         if not image_path.is_file():
             raise CloudError(f"stemcell image '{image_path}' does not exist or is not a file")
         encrypted = self.properties.encrypted if props.encrypted is None else props.encrypted
