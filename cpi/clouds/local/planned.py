@@ -43,7 +43,7 @@ class PlannedStore(Store):
         call, when the store is opened)."""
         log.info("plan: the call would record the state dir's format %d", layout.FORMAT)
 
-    def new_cid(self, kind: type[BaseModel]) -> str:  # type: ignore[override]
+    def new_cid(self, kind: type[BaseModel]) -> str:  # type: ignore[override]  # over a staticmethod: placeholders need the plan
         return self.plan.placeholder(f"{KINDS[kind][2]}-")
 
     def make_dir(self, kind: type[BaseModel], cid: str) -> Path:
