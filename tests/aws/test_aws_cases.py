@@ -236,6 +236,18 @@ def test_a_failure_before_run_instances_makes_nothing(cpi, stemcell, ips, ec2):
     assert moto_env.inventory(ec2) == before
 
 
+def test_fast_path_delete_names_the_vm_and_does_not_wait(make_cpi, stemcell, ips, ec2):
+    """The official CPI's fast_path_delete: delete_vm returns once EC2 took the termination,
+    the instance named `to be deleted`, with no wait for it to be terminated."""
+    fast = make_cpi(fast_path_delete=True)
+    vm_cid, _ = fast("create_vm", "agent-fast", stemcell, VM_PROPS, ips.network(), [], {})
+    response = fast.call("delete_vm", vm_cid)
+    assert response.error is None, response.error
+    assert requests_of(response) == {"TerminateInstances": 1, "CreateTags": 1}
+    found = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [vm_cid]}])["Tags"]
+    assert {t["Key"]: t["Value"] for t in found}["Name"] == "to be deleted"
+
+
 def test_bad_cloud_properties_name_the_field(cpi, stemcell, ips):
     response = cpi.call("create_vm", "agent-bad", stemcell, {**VM_PROPS, "ephemeral_disk": {"type": "gp9"}},
                         ips.network(), [], {})

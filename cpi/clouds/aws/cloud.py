@@ -67,7 +67,7 @@ class AwsCloud(Cloud):
         "default_key_name", "default_security_groups", "default_iam_instance_profile",
         "default_availability_zone", "encrypted", "kms_key_arn", "metadata_options",
         "instance_type_families", "max_retries", "retry_budget_seconds", "connect_timeout",
-        "read_timeout", "vm_wait_timeout", "volume_wait_timeout", "volume_in_use_timeout",
+        "read_timeout", "vm_wait_timeout", "volume_wait_timeout", "volume_in_use_timeout", "fast_path_delete",
         "image_wait_timeout",
     })
     context_endpoints = frozenset({"ec2_endpoint", "elb_endpoint", "sts_endpoint", "ebs_endpoint"})

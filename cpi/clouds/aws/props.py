@@ -198,6 +198,10 @@ class AwsProperties(_Strict):
     stemcell: StemcellDefaults | None = Field(None, description="The official CPI's `stemcell.kernel_id`.")
     connection_options: ConnectionOptions | None = Field(
         None, description="The official CPI's `connection_options.ca_cert` (PEM text): the same as `ca_cert_file`.")
+    fast_path_delete: StrictBool = Field(
+        False, description="delete_vm returns once EC2 has taken the TerminateInstances request, naming the instance "
+        "`to be deleted`, without waiting until it is terminated (as the official CPI's key): quicker, but the "
+        "persistent disks it held and its IP are freed a little later.")
     enable_describe_instance_types: StrictBool = Field(
         True, description="Ask EC2 (DescribeInstanceTypes) whether an instance type exposes EBS volumes as NVMe, "
         "for attach_disk's disk hint; false: decide from the type's family name, with no such request (an "

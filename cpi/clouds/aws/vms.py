@@ -459,6 +459,10 @@ class Vms:
         changes = response.get("TerminatingInstances") or [{}]
         if changes[0].get("CurrentState", {}).get("Name") == "terminated":
             return
+        if self.properties.fast_path_delete:
+            self.aws.ec2("CreateTags", Resources=[vm_cid], Tags=[{"Key": "Name", "Value": "to be deleted"}])
+            log.info("VM %s is terminating; not waiting (fast_path_delete)", vm_cid)
+            return
 
         def check() -> waits.Check:
             found = lookups.instance(self.aws, vm_cid, missing_ok=True)
