@@ -333,3 +333,31 @@ def test_disk_with_a_snapshot_or_attached_cannot_be_deleted_and_says_why(cloud, 
         cpi("delete_snapshot", snapshot_cid)
         cpi("delete_disk", disk_cid)
     assert cloud.client.volume(disk_cid) is None
+
+
+def test_vrrp_port_check_as_the_official_cpi(cloud, cpi, stemcell):
+    """allowed_address_pairs name a VRRP address: a port must hold it (the official CPI's
+    vrrp_port_check, on by default), or create_vm fails before anything is made; a manual
+    network's vrrp_port_check: false skips the check."""
+    client = cloud.client
+    vrrp_ip, missing_ip = cloud.ip(85), cloud.ip(87)
+    vrrp_port = client.request("network", "POST", "/v2.0/ports", json={"port": {
+        "network_id": cloud.net_id, "name": f"vrrp-{uuid.uuid4()}", "fixed_ips": [{"ip_address": vrrp_ip}]}})["port"]
+    try:
+        vm_cid = create_vm(cpi, cloud, stemcell, 86, allowed_address_pairs=vrrp_ip)
+        (port,) = client.ports(device_id=vm_cid)
+        assert [pair["ip_address"] for pair in port["allowed_address_pairs"]] == [vrrp_ip]
+        cpi("delete_vm", vm_cid)
+        before = cloud.leftovers()
+        err = error_of(cpi.call("create_vm", "a", stemcell, {**cloud.vm_cloud_properties(),
+                                                             "allowed_address_pairs": missing_ip},
+                                cloud.manual_network(88), [], {}))
+        assert err["type"] == "Bosh::Clouds::VMCreationFailed"
+        assert f"no port holds the VRRP address {missing_ip}" in err["message"]
+        assert cloud.leftovers() == before
+        unchecked = cloud.manual_network(88)
+        unchecked["default"]["cloud_properties"]["vrrp_port_check"] = False
+        vm_cid = create_vm(cpi, cloud, stemcell, 88, networks=unchecked, allowed_address_pairs=missing_ip)
+        cpi("delete_vm", vm_cid)
+    finally:
+        client.request("network", "DELETE", f"/v2.0/ports/{vrrp_port['id']}", ok=(204, 404))

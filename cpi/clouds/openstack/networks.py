@@ -149,6 +149,18 @@ def resolve_security_groups(api: OpenStack, wanted: list[str]) -> list[str]:
 # ---------------------------------------------------------------- ports
 
 
+def _check_vrrp_ports(api: OpenStack, addresses: list[str], network: str) -> None:
+    """Each allowed address pair names the address of a port that exists (the VRRP port),
+    as the official CPI checks before it makes the VM's port."""
+    for address in addresses:
+        query = urllib.parse.urlencode({"fixed_ips": f"ip_address={address}"})
+        found = api.get("network", f"/ports?{query}")["ports"]
+        if not found:
+            raise VMCreationFailed(f"network '{network}': no port holds the VRRP address {address} that "
+                                   "allowed_address_pairs names (vrrp_port_check: false skips this check)",
+                                   ok_to_retry=False)
+
+
 def create_port(api: OpenStack, planned: PlannedNetwork, *, name: str, origin: dict[str, str],
                 security_group_ids: list[str], address_pairs: list[str]) -> dict[str, Any]:
     """The port of one network: the fixed IP of a manual network, the security groups, the
@@ -160,6 +172,8 @@ def create_port(api: OpenStack, planned: PlannedNetwork, *, name: str, origin: d
     if planned.network.type == "manual":
         body["fixed_ips"] = [{"ip_address": planned.network.ip}]
         if address_pairs:
+            if planned.properties.vrrp_port_check:
+                _check_vrrp_ports(api, address_pairs, planned.name)
             body["allowed_address_pairs"] = [{"ip_address": ip} for ip in address_pairs]
     if security_group_ids:
         body["security_groups"] = security_group_ids

@@ -396,6 +396,10 @@ class NetworkCloudProperties(_Strict):
     security_groups: list[str] | None = Field(
         None, description="Security group names or IDs for VMs on this network (unless the vm_type names some)."
     )
+    vrrp_port_check: StrictBool = Field(
+        True, description="Before a manual network's port gets the vm_type's `allowed_address_pairs`, check that a "
+        "port holding each of those addresses (the VRRP port) exists, and refuse create_vm when one does not "
+        "(as the official CPI); false skips the check.")
 
 
 class VipCloudProperties(_Strict):
