@@ -15,7 +15,6 @@ stop on; `cloud.properties.validation.strict: true` makes the wire refuse it too
 
 from __future__ import annotations
 
-import difflib
 import typing
 from typing import Any
 
@@ -52,7 +51,7 @@ def describe(exc: ValidationError, prefix: str = "", label=None) -> str:
     errors = exc.errors(include_url=False)
     redactor = logs.active if logs.active is not None else Redactor()
     for err in errors[:MAX_ERRORS]:
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        loc = _plain(err["loc"])
         where = _loc(label(loc[0]), loc[1:]) if label and loc else _loc(prefix, loc)
         where = redactor.text(where, limit=200)
         msg = redactor.text(err["msg"], limit=200)
@@ -124,11 +123,19 @@ def _drop(data: Any, loc: tuple) -> None:
 def closest(model: type[BaseModel], loc: tuple) -> str:
     """`, did you mean NAME?` for the known key closest to the unknown one at `loc`."""
     where = model_at(model, loc)
-    if where is None or not loc or not isinstance(loc[-1], str):
+    if where is None or not loc:
         return ""
-    known = [name for name, field in where.model_fields.items()] + \
-        [field.alias for field in where.model_fields.values() if field.alias]
-    close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+    return suggest(loc[-1], {*where.model_fields, *(f.alias for f in where.model_fields.values() if f.alias)})
+
+
+def suggest(name: Any, known: set) -> str:
+    """`, did you mean NAME?` for the closest of `known`, or nothing (difflib is imported
+    only when a name is unknown: it is not on the path of a call that has none)."""
+    if not isinstance(name, str):
+        return ""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(k for k in known if isinstance(k, str)), n=1)
     return f", did you mean {close[0]}?" if close else ""
 
 

@@ -9,9 +9,10 @@ that uses them, because the clouds build them and the clouds never import the op
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from cpi.validation import suggest
 
 
 @dataclass
@@ -32,14 +33,6 @@ class Item:
     path: str  # the YAML path of the cloud_properties mapping
     properties: dict[str, Any]
     network_type: str | None = None  # for kind "network": manual, dynamic or vip
-
-
-def suggest(name: Any, known: set) -> str:
-    """`, did you mean NAME?` for the closest of `known`, or nothing."""
-    if not isinstance(name, str):
-        return ""
-    close = difflib.get_close_matches(name, sorted(k for k in known if isinstance(k, str)), n=1)
-    return f", did you mean {close[0]}?" if close else ""
 
 
 VM_KINDS = ("vm_type", "vm_extension", "az")

@@ -21,7 +21,6 @@ Values under secret-looking keys are never shown.
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any
 
@@ -29,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from cpi.clouds.findings import Finding, Item, suggest
 from cpi.logs import looks_secret, shown
-from cpi.validation import model_at
+from cpi.validation import closest, model_at
 
 SECTIONS = ("azs", "vm_types", "vm_extensions", "disk_types", "networks", "compilation")
 NETWORK_TYPES = ("manual", "dynamic", "vip")
@@ -118,9 +117,9 @@ def _problem(model: type[BaseModel], loc: tuple, errs: list[dict]) -> str:
         where = model_at(model, loc)
         problem = "unknown property"
         if where is not None and loc and isinstance(loc[-1], str):
-            close = difflib.get_close_matches(loc[-1], list(where.model_fields), n=1, cutoff=0.6)
+            close = closest(model, loc)
             if close:
-                problem += f", did you mean {close[0]}?"
+                problem += close
             elif not where.model_fields:
                 problem += " (nothing can be set here)"
             elif len(where.model_fields) <= 8:
@@ -331,9 +330,7 @@ def check(doc: Any, cloud_class: type) -> tuple[list[Finding], list[Item]]:
     checker = _Checker(cloud_class)
     for key in doc:
         if key not in SECTIONS:
-            close = difflib.get_close_matches(str(key), SECTIONS, n=1)
-            hint = f", did you mean {close[0]}?" if close else ""
-            checker.add(str(key), "unknown cloud-config section" + hint, "warning")
+            checker.add(str(key), "unknown cloud-config section" + suggest(str(key), set(SECTIONS)), "warning")
     checker.run(doc)
     return checker.findings, checker.items
 
