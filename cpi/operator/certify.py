@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cpi import processes
+
 #: What the clouds log once per call: "12 AWS requests (RunInstances 1, ...)", "3 OpenStack requests".
 REQUESTS = re.compile(r"\b(\d+) (?:AWS|OpenStack) requests?\b")
 
@@ -79,7 +81,8 @@ class Journal:
         self.directory = self.where(directory)
         self.path = self.directory / f"{director}.json"
         self.record: dict[str, Any] = {"director_uuid": director, "cloud": cloud, "config": config,
-                                       "pid": os.getpid(), "started": time.time(), "made": {}}
+                                       "pid": os.getpid(), "pid_start": processes.start_time(os.getpid()),
+                                       "started": time.time(), "made": {}}
 
     @classmethod
     def where(cls, directory: Any = None) -> Any:
@@ -113,22 +116,13 @@ class Journal:
                 continue
             if not isinstance(record, dict) or record.get("cloud") != cloud or record.get("config") != config:
                 continue
-            if _alive(record.get("pid")):
-                continue  # a run going on now
+            pid = record.get("pid")
+            if pid != os.getpid() and processes.alive(pid, record.get("pid_start")):
+                continue  # a run going on now (its pid not since reused by another process)
             found.append(record)
         return found
 
 
-def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid != os.getpid()
 
 
 class Interrupted(KeyboardInterrupt):
@@ -150,8 +144,8 @@ def requests_in(log: str) -> int | None:
 
 class Certify:
     """One run: `client` is a cpi.cli.client.Client carrying this run's director_uuid;
-    `finder(director_uuid)` lists what the cloud still holds for it (Resource-like objects
-    with kind and cid)."""
+    `finder(director_uuid, stemcell_cid)` lists what the cloud still holds for it
+    (Resource-like objects with kind and cid)."""
 
     def __init__(self, client, finder: Callable[[str, str | None], list], cloud: str, stemcell: tuple[str, dict],
                  vm_type: dict, disk_type: dict, networks: dict, journal: Journal | None = None):

@@ -8,9 +8,9 @@ import platform
 from collections.abc import Callable
 from typing import Any
 
+from cpi import processes
 from cpi.clouds.inventory import Offer, Resource
 
-from . import process
 from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord
 
 
@@ -22,7 +22,7 @@ def _tags(record, extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def _vm(record: VMRecord) -> Resource:
     state = record.state
-    if state == "running" and not process.alive(record.pid, record.pid_start):
+    if state == "running" and not processes.alive(record.pid, record.pid_start):
         state = "stopped"
     return Resource("vm", record.vm_cid, state, record.created_at,
                     _tags(record, {"agent_id": record.agent_id, **record.metadata}),

@@ -25,6 +25,7 @@ from cpi.errors import CloudError, VMCreationFailed
 from cpi.failpoints import reached
 from cpi.logs import shown
 from cpi.private import open_nofollow
+from cpi.processes import alive, proc_state, start_time
 
 log = logging.getLogger(__name__)
 
@@ -34,38 +35,6 @@ MARKER = "BOSH_CPI_VM"
 
 def agent_command(configured: list[str] | None) -> list[str]:
     return list(configured) if configured else [sys.executable, "-I", str(BUILTIN_AGENT)]
-
-
-def start_time(pid: int) -> str | None:
-    """The kernel's start time of `pid` (Linux), to tell our process from a recycled pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def alive(pid: int | None, pid_start: str | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    current = start_time(pid)
-    if current is not None and pid_start is not None and current != pid_start:
-        return False  # the pid now belongs to someone else
-    state = _proc_state(pid)
-    return state not in ("Z", "X")
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
 
 
 def mbus_endpoint(mbus: str | None) -> tuple[str, int] | None:
@@ -103,7 +72,7 @@ def marked(marker: str) -> list[int]:
                 environ = handle.read()
         except OSError:
             continue
-        if wanted in environ.split(b"\0") and _proc_state(int(entry)) not in (None, "Z", "X"):
+        if wanted in environ.split(b"\0") and proc_state(int(entry)) not in (None, "Z", "X"):
             found.append(int(entry))
     return found
 
