@@ -125,7 +125,7 @@ def _instance_profiles(aws, refs) -> list[Finding]:
         session.get_component("credential_provider").insert_before(
             "env", _fixed_provider(aws._botocore_session().get_credentials()))
         iam = session.create_client("iam", region_name=aws.properties.signing_region,
-                                    endpoint_url=aws.properties.ec2_endpoint, verify=aws.ca_bundle(),
+                                    endpoint_url=aws.properties.ec2_endpoint, verify=aws.ca_bundle,
                                     config=aws._config())
     except Exception as exc:  # noqa: BLE001 - reported, not fatal
         return [Finding(path, f"IAM instance profile '{name}' not checked: {errors.summary(exc)}", "warning")

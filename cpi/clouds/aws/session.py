@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -186,14 +186,15 @@ class Aws:
             service,
             region_name=self.properties.signing_region,
             endpoint_url=endpoint,
-            verify=self.ca_bundle(),
+            verify=self.ca_bundle,
             config=self._config(),
         )
 
+    @cached_property
     def ca_bundle(self) -> str | None:
         """The CA file botocore verifies the endpoints with: ca_cert_file, or the PEM text of
         connection_options.ca_cert kept in a private file named by its digest (written once,
-        atomically; read by every later call); None: botocore's own bundle."""
+        atomically; read once per call, whatever the number of clients); None: botocore's own."""
         options = self.properties.connection_options
         if options is None or not options.ca_cert:
             return self.properties.ca_cert_file
