@@ -56,6 +56,7 @@ class Network(BaseModel):
     dns: list[str] | None = None
     default: list[str] | None = None
     mac: str | None = None
+    nic_group: str | int | None = None
     cloud_properties: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("ip")

@@ -7,13 +7,18 @@ moto with boto3 to seed and inspect; the CPI under test only ever runs as bin/cp
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,11 +52,14 @@ class MotoServer:
         executable = Path(sys.executable).with_name("moto_server")
         argv = [str(executable)] if executable.exists() else [sys.executable, "-m", "moto.server"]
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
+        # moto's request recorder (off until recording() turns it on) writes here, not in the cwd
+        self._recording_dir = tempfile.TemporaryDirectory(prefix="moto-recording-")
         self.process = subprocess.Popen(
             [*argv, "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "false"},
+            env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "false",
+                 "MOTO_RECORDER_FILEPATH": str(Path(self._recording_dir.name) / "requests.jsonl")},
         )
         self._wait_ready()
 
@@ -68,6 +76,33 @@ class MotoServer:
         self.stop()
         raise RuntimeError(f"moto_server did not answer on {self.url} within {timeout}s")
 
+    def _moto_api(self, action: str) -> bytes:
+        request = urllib.request.Request(f"{self.url}/moto-api/recorder/{action}", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.read()
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[dict[str, str]]]:
+        """The EC2 requests made inside the block, each as its flattened query parameters
+        ({"Action": "RunInstances", "NetworkInterface.1.Ipv4Prefix.1.Ipv4Prefix": ...}), filled
+        in when the block ends: for what moto takes and does not model (prefix delegation),
+        the request EC2 would get is what a test can check."""
+        self._moto_api("reset-recording")
+        self._moto_api("start-recording")
+        requests: list[dict[str, str]] = []
+        try:
+            yield requests
+        finally:
+            self._moto_api("stop-recording")
+            for line in self._moto_api("download-recording").decode().splitlines():
+                entry = json.loads(line)
+                body = entry.get("body") or ""
+                if entry.get("body_encoded"):
+                    body = base64.b64decode(body).decode("utf-8", "replace")
+                params = dict(urllib.parse.parse_qsl(body))
+                if "Action" in params:
+                    requests.append(params)
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
@@ -78,6 +113,7 @@ class MotoServer:
                 self.process.wait()
         if self._log is not subprocess.DEVNULL:
             self._log.close()
+        self._recording_dir.cleanup()
 
 
 def client(service: str, endpoint: str, region: str = REGION):

@@ -278,6 +278,19 @@ def test_aws_requests_map_to_actions_and_changes():
         ("resize", "disk", "vol-1", {"size_gib": 10}, {"size_gib": 20})]
     assert lines("AssociateAddress", {"PublicIp": "1.2.3.4", "InstanceId": "i-1"}, {"AssociationId": "a-1"}) == [
         ("associate", "address", "1.2.3.4", None, {"vm_cid": "i-1", "association_id": "a-1"})]
+    assert lines("AssociateAddress", {"AllocationId": "eipalloc-1", "NetworkInterfaceId": "eni-2"},
+                 {"AssociationId": "a-2"}) == [
+        ("associate", "address", "eipalloc-1", None, {"network_interface_id": "eni-2", "association_id": "a-2"})]
+    made = lines("CreateNetworkInterface", {"SubnetId": "subnet-1", "PrivateIpAddress": "10.0.0.9",
+                                            "Ipv4Prefixes": [{"Ipv4Prefix": "10.0.0.32/28"}],
+                                            "TagSpecifications": [{"ResourceType": "network-interface",
+                                                                   "Tags": [{"Key": "agent_id", "Value": "a"}]}]},
+                 {"NetworkInterface": {"NetworkInterfaceId": "eni-3", "MacAddress": "02:00:00:00:00:01"}})
+    assert made == [("create", "interface", "eni-3", None,
+                     {"subnet_id": "subnet-1", "private_ip": "10.0.0.9", "ipv6": [], "prefixes": ["10.0.0.32/28"],
+                      "mac": "02:00:00:00:00:01", "tags": {"agent_id": "a"}})]
+    assert lines("DeleteNetworkInterface", {"NetworkInterfaceId": "eni-3"}, {})[0][:3] == (
+        "delete", "interface", "eni-3")
     assert lines("CreateTags", {"Resources": ["i-1", "vol-2"], "Tags": [{"Key": "job", "Value": "web"}]}, {}) == [
         ("tag", "vm", "i-1", None, {"job": "web"}), ("tag", "disk", "vol-2", None, {"job": "web"})]
     assert lines("RebootInstances", {"InstanceIds": ["i-1"]}, {})[0][:3] == ("reboot", "vm", "i-1")

@@ -86,8 +86,21 @@ def lines(operation: str, params: dict[str, Any], response: Any) -> list[tuple[s
         return [("tag", next((k for prefix, k in kinds.items() if str(res).startswith(prefix)), "resource"), res, None,
                  _tags(p.get("Tags"))) for res in p.get("Resources") or []]
     if operation == "AssociateAddress":
+        target = ({"network_interface_id": p["NetworkInterfaceId"]} if p.get("NetworkInterfaceId")
+                  else {"vm_cid": p.get("InstanceId")})
         return [("associate", "address", p.get("PublicIp") or p.get("AllocationId"), None,
-                 {"vm_cid": p.get("InstanceId"), "association_id": r.get("AssociationId")})]
+                 {**target, "association_id": r.get("AssociationId")})]
+    if operation == "CreateNetworkInterface":
+        interface = r.get("NetworkInterface") or {}
+        return [("create", "interface", interface.get("NetworkInterfaceId"), None,
+                 {"subnet_id": p.get("SubnetId"), "private_ip": p.get("PrivateIpAddress"),
+                  "ipv6": [a.get("Ipv6Address") for a in p.get("Ipv6Addresses") or []],
+                  "prefixes": [*(x.get("Ipv4Prefix") for x in p.get("Ipv4Prefixes") or []),
+                               *(x.get("Ipv6Prefix") for x in p.get("Ipv6Prefixes") or [])],
+                  "mac": interface.get("MacAddress"), "tags": _spec_tags(p)})]
+    if operation == "DeleteNetworkInterface":
+        interface_id = p.get("NetworkInterfaceId")
+        return [("delete", "interface", interface_id, {"network_interface_id": interface_id}, None)]
     if operation == "CreateSnapshot":
         return [("create", "snapshot", r.get("SnapshotId"), None,
                  {"disk_cid": p.get("VolumeId"), "tags": _spec_tags(p)})]

@@ -111,6 +111,10 @@ def _answer(operation: str, p: dict[str, Any]) -> dict[str, Any]:
         return {"Status": "completed"}
     if operation in ("RegisterImage", "CopyImage"):
         return {"ImageId": made("ami-")}
+    if operation == "CreateNetworkInterface":
+        return {"NetworkInterface": {"NetworkInterfaceId": made("eni-"), "MacAddress": "02:00:00:00:00:00",
+                                     "SubnetId": p.get("SubnetId"), "PrivateIpAddress": p.get("PrivateIpAddress"),
+                                     "Status": "available"}}
     if operation == "AssociateAddress":
         return {"AssociationId": made("eipassoc-")}
     return {}

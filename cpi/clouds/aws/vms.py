@@ -11,11 +11,9 @@ VMCreationFailed, so the director's retry finds the IP free.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from cpi import agent_env, retry, waits
@@ -23,14 +21,9 @@ from cpi.errors import BoshError, CloudError, VMCreationFailed
 from cpi.models import Network, VMResources, gib
 from cpi.validation import parse
 
-from . import errors, ids, lookups, tags
-from .props import (
-    AwsProperties,
-    MetadataOptions,
-    NetworkCloudProperties,
-    VipCloudProperties,
-    VMCloudProperties,
-)
+from . import errors, ids, lookups, nics, tags
+from .nics import NetworkPlan
+from .props import AwsProperties, MetadataOptions, VMCloudProperties
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")
@@ -55,17 +48,6 @@ SPOT_UNAVAILABLE_CODES = frozenset({
     "InsufficientInstanceCapacity", "SpotMaxPriceTooLow", "MaxSpotInstanceCountExceeded",
     "InsufficientCapacity", "Unsupported",
 })
-#: How long RunInstances keeps trying while a fixed IP is still held by a VM going away.
-IP_IN_USE_BUDGET = 180.0
-
-
-@dataclass
-class NetworkPlan:
-    name: str
-    network: Network
-    properties: NetworkCloudProperties
-    vip_name: str | None = None
-    vip: Network | None = None
 
 
 class Vms:
@@ -81,13 +63,53 @@ class Vms:
                disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         self._check_stemcell_api_version()
-        plan = self._plan_networks(networks)
+        plan = nics.plan(networks)
         if disk_cids:
             log.info("disk locality hint %s: the VM goes in the AZ of its subnet", ", ".join(disk_cids))
         image = self._image(stemcell_cid)
         if props.ephemeral_disk.use_instance_storage:
             self._check_instance_storage(props.instance_type)
         group_ids = self._security_groups(props, plan)
+        # agent_id and director_uuid from the first request on: an instance (and its volumes
+        # and interfaces) left by a create_vm killed mid-way can be found and attributed
+        origin = {"agent_id": agent_id}
+        if self.context.director_uuid:
+            origin["director_uuid"] = self.context.director_uuid
+        create_tags = tags.clean({**origin, **_env_tags(env), **props.tags})
+        interfaces = nics.Interfaces(self.aws, self.properties.vm_wait_timeout)
+        try:
+            if plan.own_interfaces:
+                interfaces.make(plan, group_ids, create_tags)
+                if props.auto_assign_public_ip:
+                    interfaces.associate_public_ips()
+            networks = {name: interfaces.with_mac(name, net) for name, net in networks.items()}
+            user_data = self._user_data(agent_id, networks, env, image)
+            params = self._run_params(props, plan, image, group_ids, user_data, create_tags, interfaces)
+            instance = self._run_instance(params, props)
+        except BaseException:
+            interfaces.delete()
+            raise
+        vm_cid = instance["InstanceId"]
+        log.info("launched %s (%s) from %s in %s", vm_cid, props.instance_type, image["ImageId"], plan.subnet)
+        try:
+            self._wait_running(vm_cid, instance)
+            interfaces.delete_on_termination()
+            if not props.source_dest_check:
+                self.aws.ec2("ModifyInstanceAttribute", InstanceId=vm_cid, SourceDestCheck={"Value": False})
+            if plan.vip is not None:
+                self._associate_elastic_ip(vm_cid, plan, interfaces)
+            self._register_load_balancers(vm_cid, props)
+        except BaseException as exc:
+            failure = self._clean_up_failed(vm_cid, exc)
+            left = interfaces.delete()
+            if failure is None:
+                raise
+            if left:
+                failure = VMCreationFailed(failure.message + left, ok_to_retry=failure.ok_to_retry)
+            raise failure from None
+        return vm_cid, {name: net.wire() for name, net in networks.items()}
+
+    def _user_data(self, agent_id: str, networks: dict[str, Network], env: dict, image: dict[str, Any]) -> str:
         settings = agent_env.settings(
             agent_id=agent_id,
             vm_name=f"vm-{uuid.uuid4()}",
@@ -103,30 +125,7 @@ class Vms:
                 f"agent settings are {len(user_data.encode())} bytes; EC2 user-data holds at most {USER_DATA_LIMIT}",
                 ok_to_retry=False,
             )
-        # agent_id and director_uuid from the first request on: an instance (and its volumes
-        # and interfaces) left by a create_vm killed mid-way can be found and attributed
-        origin = {"agent_id": agent_id}
-        if self.context.director_uuid:
-            origin["director_uuid"] = self.context.director_uuid
-        create_tags = tags.clean({**origin, **_env_tags(env), **props.tags})
-        params = self._run_params(props, plan, image, group_ids, user_data, create_tags)
-        instance = self._run_instance(params, props)
-        vm_cid = instance["InstanceId"]
-        log.info("launched %s (%s) from %s in %s", vm_cid, props.instance_type, image["ImageId"],
-                 plan.properties.subnet)
-        try:
-            self._wait_running(vm_cid, instance)
-            if not props.source_dest_check:
-                self.aws.ec2("ModifyInstanceAttribute", InstanceId=vm_cid, SourceDestCheck={"Value": False})
-            if plan.vip is not None:
-                self._associate_elastic_ip(vm_cid, plan.vip, plan.vip_name)
-            self._register_load_balancers(vm_cid, props)
-        except BaseException as exc:
-            failure = self._clean_up_failed(vm_cid, exc)
-            if failure is None:
-                raise
-            raise failure from None
-        return vm_cid, {name: net.wire() for name, net in networks.items()}
+        return user_data
 
     def _check_stemcell_api_version(self) -> None:
         """Registry-less only: a stemcell that says it is API version 1 wants a registry
@@ -142,29 +141,6 @@ class Vms:
                 "run; use a stemcell with api_version 2 or later (agent settings in user-data)",
                 ok_to_retry=False,
             )
-
-    def _plan_networks(self, networks: dict[str, Network]) -> NetworkPlan:
-        primary = [(name, net) for name, net in networks.items() if net.type in ("manual", "dynamic")]
-        vips = [(name, net) for name, net in networks.items() if net.type == "vip"]
-        if len(primary) != 1:
-            names = ", ".join(name for name, _ in primary) or "none"
-            raise VMCreationFailed(
-                f"the aws cloud gives a VM exactly one manual or dynamic network (one interface); got {names}",
-                ok_to_retry=False,
-            )
-        if len(vips) > 1:
-            raise VMCreationFailed(
-                f"at most one vip network (Elastic IP) per VM; got {', '.join(n for n, _ in vips)}", ok_to_retry=False
-            )
-        name, network = primary[0]
-        net_props = parse(NetworkCloudProperties, network.cloud_properties, f"network '{name}' cloud_properties")
-        plan = NetworkPlan(name=name, network=network, properties=net_props)
-        if vips:
-            plan.vip_name, plan.vip = vips[0]
-            parse(VipCloudProperties, plan.vip.cloud_properties, f"network '{plan.vip_name}' cloud_properties")
-            if not plan.vip.ip:
-                raise VMCreationFailed(f"vip network '{plan.vip_name}' has no ip (the Elastic IP)", ok_to_retry=False)
-        return plan
 
     def _image(self, stemcell_cid: str) -> dict[str, Any]:
         image_id = stemcell_cid.split(" ", 1)[0]
@@ -193,7 +169,7 @@ class Vms:
     def _security_groups(self, props: VMCloudProperties, plan: NetworkPlan) -> list[str]:
         """vm_type's groups, else the network's, else the global defaults; names become IDs
         (one DescribeSecurityGroups, plus DescribeSubnets only if a name is ambiguous)."""
-        wanted = props.security_groups or plan.properties.security_groups or self.properties.default_security_groups
+        wanted = props.security_groups or plan.security_groups or self.properties.default_security_groups
         ids = [g for g in wanted if g.startswith("sg-")]
         names = [g for g in wanted if not g.startswith("sg-")]
         if not names:
@@ -209,7 +185,7 @@ class Vms:
         for name in names:
             groups = by_name[name]
             if len(groups) > 1:
-                vpc_id = vpc_id or self._subnet_vpc(plan.properties.subnet)
+                vpc_id = vpc_id or self._subnet_vpc(plan.subnet)
                 groups = [g for g in groups if g.get("VpcId") == vpc_id]
                 if not groups:
                     raise VMCreationFailed(f"security group '{name}' not found in {vpc_id}", ok_to_retry=False)
@@ -226,28 +202,28 @@ class Vms:
         return response["Subnets"][0]["VpcId"]
 
     def _run_params(self, props: VMCloudProperties, plan: NetworkPlan, image: dict, group_ids: list[str],
-                    user_data: str, create_tags: dict[str, str]) -> dict[str, Any]:
+                    user_data: str, create_tags: dict[str, str], interfaces: nics.Interfaces) -> dict[str, Any]:
         p = self.properties
-        interface: dict[str, Any] = {"DeviceIndex": 0, "SubnetId": plan.properties.subnet, "DeleteOnTermination": True}
-        if group_ids:
-            interface["Groups"] = group_ids
-        if plan.network.type == "manual" and plan.network.ip:
-            if ipaddress.ip_address(plan.network.ip).version == 6:
-                interface["Ipv6Addresses"] = [{"Ipv6Address": plan.network.ip}]
-            else:
-                interface["PrivateIpAddress"] = plan.network.ip
-        if props.auto_assign_public_ip is not None:
-            interface["AssociatePublicIpAddress"] = props.auto_assign_public_ip
+        if interfaces.made:
+            network_interfaces = interfaces.attachments()
+        else:
+            interface: dict[str, Any] = {"DeviceIndex": 0, "DeleteOnTermination": True, **plan.groups[0].spec()}
+            if group_ids:
+                interface["Groups"] = group_ids
+            if props.auto_assign_public_ip is not None:
+                interface["AssociatePublicIpAddress"] = props.auto_assign_public_ip
+            network_interfaces = [interface]
         params: dict[str, Any] = {
             "ImageId": image["ImageId"],
             "InstanceType": props.instance_type,
             "MinCount": 1,
             "MaxCount": 1,
             "UserData": user_data,  # botocore base64-encodes RunInstances' UserData
-            "NetworkInterfaces": [interface],
+            "NetworkInterfaces": network_interfaces,
             "BlockDeviceMappings": self._block_devices(props, image),
         }
-        specs = tags.specifications(create_tags, ("instance", "volume", "network-interface"))
+        kinds = ("instance", "volume") if interfaces.made else ("instance", "volume", "network-interface")
+        specs = tags.specifications(create_tags, kinds)
         if specs:
             params["TagSpecifications"] = specs
         key_name = props.key_name or p.default_key_name
@@ -330,9 +306,9 @@ class Vms:
         def launch_waiting_for_ip(launch_params: dict[str, Any]) -> dict[str, Any]:
             return retry.call(
                 lambda: launch(launch_params),
-                classify=_ip_in_use,
+                classify=nics.ip_in_use,
                 what="RunInstances (fixed IP still in use)",
-                budget=IP_IN_USE_BUDGET,
+                budget=nics.IP_IN_USE_BUDGET,
             )
 
         try:
@@ -381,8 +357,11 @@ class Vms:
         waits.until(check, what=f"instance {vm_cid} to be running", timeout=self.properties.vm_wait_timeout,
                     setting="vm_wait_timeout", schedule=INSTANCE_WAIT)
 
-    def _associate_elastic_ip(self, vm_cid: str, vip: Network, vip_name: str | None) -> None:
-        ip = vip.ip
+    def _associate_elastic_ip(self, vm_cid: str, plan: NetworkPlan, interfaces: nics.Interfaces) -> None:
+        """The Elastic IP goes to the interface of the vip network's nic_group (the primary
+        one by default)."""
+        assert plan.vip is not None
+        ip, vip_name = plan.vip.ip, plan.vip_name
         try:
             addresses = self.aws.ec2("DescribeAddresses", PublicIps=[ip]).get("Addresses", [])
         except Exception as exc:
@@ -397,7 +376,12 @@ class Vms:
                 ok_to_retry=False,
             )
         address = addresses[0]
-        params: dict[str, Any] = {"InstanceId": vm_cid, "AllowReassociation": True}
+        interface_id = interfaces.at(plan.vip_device_index)
+        params: dict[str, Any] = {"AllowReassociation": True}
+        if interface_id:
+            params["NetworkInterfaceId"] = interface_id
+        else:
+            params["InstanceId"] = vm_cid
         if address.get("AllocationId"):
             params["AllocationId"] = address["AllocationId"]
         else:
@@ -540,12 +524,6 @@ def _env_tags(env: dict) -> dict[str, Any]:
     bosh = env.get("bosh")  # env itself is a dict (api.Props)
     found = bosh.get("tags") if isinstance(bosh, dict) else None
     return found if isinstance(found, dict) else {}
-
-
-def _ip_in_use(exc: BaseException) -> retry.Verdict:
-    if errors.code(exc) == "InvalidIPAddress.InUse":
-        return retry.Verdict(retry.Kind.TRANSIENT, "InvalidIPAddress.InUse")
-    return retry.PERMANENT
 
 
 def _is_botocore(exc: BaseException) -> bool:
