@@ -307,12 +307,16 @@ def test_heavy_stemcell_upload_boot_and_delete(cloud, cpi, tmp_path):
     stemcell_cid = cpi("create_stemcell", str(image), {
         "name": "bosh-openstack-kvm-ubuntu-test", "version": "0.1", "disk_format": "raw", "container_format": "bare",
         "os_type": "linux", "os_distro": "ubuntu", "architecture": "x86_64", "auto_disk_config": True,
+        "hw_disk_bus": "scsi", "hw_scsi_model": "virtio-scsi", "hw_vif_multiqueue_enabled": True,
     }, {"tags": {"team": "cpi"}}, api_version=3)
     try:
         glance = cloud.client.get("image", f"/v2/images/{stemcell_cid}")
         assert glance["status"] == "active" and glance["size"] == len(payload)
         assert glance["name"] == "bosh-openstack-kvm-ubuntu-test/0.1" and glance["visibility"] == "private"
         assert glance["os_distro"] == "ubuntu" and glance["auto_disk_config"] == "true" and glance["team"] == "cpi"
+        # bosh-openstack-cpi's image properties, as it names them
+        assert (glance["hw_disk_bus"], glance["hw_scsi_model"], glance["hw_vif_multiqueue_enabled"]) == (
+            "scsi", "virtio-scsi", "true")
         vm_cid = create_vm(cpi, cloud, stemcell_cid, 76)
         cpi("delete_vm", vm_cid)
     finally:

@@ -11,7 +11,7 @@ No openstacksdk or keystoneauth1 here: `info` imports this module.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -413,9 +413,16 @@ class VipCloudProperties(_Strict):
 class StemcellCloudProperties(BaseModel):
     """stemcell.MF cloud_properties (create_stemcell's second argument). Stemcell builders
     add keys over time, so unknown keys are kept: strings, numbers and booleans become Glance
-    image properties (heavy stemcells), anything else is ignored and logged."""
+    image properties (heavy stemcells), anything else is ignored and logged. The image
+    properties bosh-openstack-cpi sets are named below, with their types."""
 
     model_config = ConfigDict(extra="allow", defer_build=True)
+
+    #: Keys that become the image property of the same name (`hypervisor` is `hypervisor_type`).
+    IMAGE_PROPERTIES: ClassVar[tuple[str, ...]] = (
+        "os_type", "os_distro", "architecture", "auto_disk_config", "hw_vif_model", "hw_disk_bus",
+        "hw_disk_bus_model", "hw_scsi_model", "hw_vif_multiqueue_enabled", "vmware_adaptertype", "vmware_disktype",
+        "vmware_linked_clone", "vmware_ostype")
 
     name: str | None = Field(None, description="Stemcell name; the image is named `<name>/<version>`.")
     version: str | int | float | None = Field(None, description="Stemcell version.")
@@ -430,6 +437,16 @@ class StemcellCloudProperties(BaseModel):
     architecture: str | None = Field(None, description="Heavy: image property `architecture` (e.g. `x86_64`).")
     hypervisor: str | None = Field(None, description="Heavy: image property `hypervisor_type` (e.g. `kvm`).")
     auto_disk_config: StrictBool | None = Field(None, description="Heavy: image property `auto_disk_config`.")
+    hw_vif_model: str | None = Field(None, description="Heavy: image property `hw_vif_model` (e.g. `virtio`).")
+    hw_disk_bus: str | None = Field(None, description="Heavy: image property `hw_disk_bus` (e.g. `scsi`).")
+    hw_disk_bus_model: str | None = Field(None, description="Heavy: image property `hw_disk_bus_model`.")
+    hw_scsi_model: str | None = Field(None, description="Heavy: image property `hw_scsi_model` (e.g. `virtio-scsi`).")
+    hw_vif_multiqueue_enabled: StrictBool | None = Field(
+        None, description="Heavy: image property `hw_vif_multiqueue_enabled`.")
+    vmware_adaptertype: str | None = Field(None, description="Heavy: image property `vmware_adaptertype`.")
+    vmware_disktype: str | None = Field(None, description="Heavy: image property `vmware_disktype`.")
+    vmware_linked_clone: StrictBool | None = Field(None, description="Heavy: image property `vmware_linked_clone`.")
+    vmware_ostype: str | None = Field(None, description="Heavy: image property `vmware_ostype`.")
     infrastructure: str | None = Field(None, description="Informational (`openstack`).")
 
     @property

@@ -77,11 +77,8 @@ class Stemcells:
         }
         properties: dict[str, Any] = {
             "version": props.version,
-            "os_type": props.os_type,
-            "os_distro": props.os_distro,
-            "architecture": props.architecture,
+            **{key: getattr(props, key) for key in props.IMAGE_PROPERTIES},
             "hypervisor_type": props.hypervisor,
-            "auto_disk_config": props.auto_disk_config,
         }
         for key, value in (props.model_extra or {}).items():
             properties.setdefault(key, value)
