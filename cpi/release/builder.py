@@ -42,6 +42,8 @@ def _members(entries: list[Entry]) -> list[Member]:
         name = "./" + entry.relpath
         if entry.link_target is not None:
             members.append(Member(name, "symlink", link_target=entry.link_target))
+        elif entry.data is not None:
+            members.append(Member(name, "bytes", data=entry.data))
         else:
             members.append(
                 Member(name, "file", path=entry.path, executable=entry.executable, expected_digest=entry.digest)

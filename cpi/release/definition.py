@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cpi.release.errors import ReleaseError, describe_validation
 
@@ -69,6 +70,19 @@ class VendorSettings(BaseModel):
         return value
 
 
+class JobAlias(BaseModel):
+    """A job of the release built from another job's directory under a name of its own,
+    with some property defaults of its own: what a name the director derives from a
+    cpi-config's `type` (`/var/vcap/jobs/<type>_cpi/bin/cpi`) needs, without a second copy
+    of the job's files."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: str = Field(..., description="The job (a directory under jobs/) whose spec, monit and templates it takes.")
+    defaults: dict[str, Any] = Field(
+        default_factory=dict, description="Properties of that job whose default this name changes.")
+
+
 class ReleaseDefinition(BaseModel):
     """The contents of release.yml."""
 
@@ -77,6 +91,8 @@ class ReleaseDefinition(BaseModel):
     name: str = Field(..., description="Release name (release.MF `name`).")
     version: str = Field(..., description="Release version (release.MF `version`).")
     jobs: list[str] = Field(..., min_length=1, description="Job directories under jobs/.")
+    job_aliases: dict[str, JobAlias] = Field(
+        default_factory=dict, description="More jobs, each one of `jobs` under another name (JobAlias).")
     packages: list[str] = Field(default_factory=list, description="Package directories under packages/.")
     source_roots: list[str] = Field(
         default_factory=lambda: ["src", "blobs"],
@@ -117,6 +133,16 @@ class ReleaseDefinition(BaseModel):
         if duplicates:
             raise ValueError(f"{kind}s listed twice: {', '.join(duplicates)}")
         return value
+
+    @model_validator(mode="after")
+    def _aliases(self) -> ReleaseDefinition:
+        for name, alias in self.job_aliases.items():
+            check_name("job", name)
+            if name in self.jobs:
+                raise ValueError(f"job alias {name!r} is also a job directory listed in jobs")
+            if alias.job not in self.jobs:
+                raise ValueError(f"job alias {name!r} is of job {alias.job!r}, which jobs does not list")
+        return self
 
     @field_validator("license")
     @classmethod

@@ -50,6 +50,7 @@ class Entry:
     mode: str  # "100644", "100755", "symlink", or "" when the mode is not fingerprinted
     link_target: str | None = None  # set for a symlink packed as a symlink
     executable: bool = False  # archive mode 0755 rather than 0644
+    data: bytes | None = None  # the contents, for an entry made in memory (then `path` is where it came from)
 
     @property
     def chunk(self) -> str:
@@ -85,6 +86,12 @@ def file_entry(path: Path, relpath: str, *, with_mode: bool, follow_symlinks: bo
         mode,
         executable=bool(mode_bits & stat.S_IXUSR),
     )
+
+
+def bytes_entry(data: bytes, relpath: str, source: Path) -> Entry:
+    """An entry of non-executable contents made in memory (a derived job.MF), fingerprinted
+    as bosh-cli would fingerprint a file holding them."""
+    return Entry(relpath, source, "sha256:" + hashlib.sha256(data).hexdigest(), "100644", data=data)
 
 
 def fingerprint(entries: Iterable[Entry], dependencies: Iterable[str] = ()) -> str:

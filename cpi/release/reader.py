@@ -18,10 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from cpi.release import globs, graph
-from cpi.release.definition import ReleaseDefinition, load_definition
+from cpi.release.definition import JobAlias, ReleaseDefinition, load_definition
 from cpi.release.errors import ReleaseError
-from cpi.release.fingerprint import Entry, file_entry, fingerprint
+from cpi.release.fingerprint import Entry, bytes_entry, file_entry, fingerprint
 from cpi.release.specs import JobSpec, PackageSpec, load_job_spec, load_package_spec
 
 SPECIAL_PACKAGE_FILES = ("packaging", "pre_packaging")
@@ -91,6 +93,26 @@ def read_job(release_dir: Path, name: str) -> Job:
                 f"expected {template}"
             )
         entries.append(file_entry(template, f"templates/{source}", with_mode=True, follow_symlinks=True))
+    return Job(name, spec, entries, fingerprint(entries))
+
+
+def alias_job(job: Job, name: str, alias: JobAlias) -> Job:
+    """`job` under another name: the same monit and templates, a job.MF with that name and
+    the alias's property defaults (written as YAML, so the director reads it as it reads any
+    spec)."""
+    spec_entry = next(entry for entry in job.entries if entry.relpath == "job.MF")
+    document = yaml.safe_load(spec_entry.path.read_text())
+    unknown = sorted(set(alias.defaults) - set(document.get("properties") or {}))
+    if unknown:
+        raise ReleaseError(f"job alias '{name}': {', '.join(unknown)} is not a property of job '{job.name}'")
+    document["name"] = name
+    document["description"] = f"Job {job.name} under the name {name}. " + (document.get("description") or "")
+    for key, value in alias.defaults.items():
+        document["properties"][key]["default"] = value
+    data = yaml.safe_dump(document, sort_keys=False, width=100).encode()
+    entries = [bytes_entry(data, "job.MF", spec_entry.path),
+               *(entry for entry in job.entries if entry.relpath != "job.MF")]
+    spec = JobSpec.model_validate(document)
     return Job(name, spec, entries, fingerprint(entries))
 
 
@@ -188,6 +210,8 @@ def read_release(release_dir: Path, definition: ReleaseDefinition | None = None)
     warnings = []
 
     jobs = [read_job(release_dir, name) for name in definition.jobs]
+    by_name = {job.name: job for job in jobs}
+    jobs += [alias_job(by_name[alias.job], name, alias) for name, alias in definition.job_aliases.items()]
     packages = [read_package(release_dir, definition, name) for name in definition.packages]
 
     package_dependencies = {package.name: package.spec.dependencies for package in packages}

@@ -233,7 +233,8 @@ def test_project_release_builds_with_the_expected_layout(project_release, tmp_pa
     result = build_release(project_release, tmp_path / "out")
     assert result.tarball.name == "bosh-python-cpi-0.1.0.tgz"
     manifest = result.manifest
-    assert [(j.name, j.packages) for j in manifest.jobs] == [("cpi", ["python3", "cpi"])]
+    assert [(j.name, j.packages) for j in manifest.jobs] == [
+        ("aws_cpi", ["python3", "cpi"]), ("cpi", ["python3", "cpi"]), ("openstack_cpi", ["python3", "cpi"])]
     assert [(p.name, p.dependencies) for p in manifest.packages] == [("cpi", ["python3"]), ("python3", [])]
 
     job = read_member(result.tarball, "jobs/cpi.tgz")
@@ -244,6 +245,18 @@ def test_project_release_builds_with_the_expected_layout(project_release, tmp_pa
         "./templates/cpi.erb",
         "./templates/cpi.json.erb",
     ]
+    # the official CPIs' job names: job cpi's files, a job.MF of their own
+    for alias, plugin in (("aws_cpi", "aws"), ("openstack_cpi", "openstack")):
+        aliased = read_member(result.tarball, f"jobs/{alias}.tgz")
+        assert list(members(aliased)) == list(members(job))
+        for template in ("./templates/cpi.erb", "./templates/cpi.json.erb", "./monit"):
+            assert read_member(aliased, template) == read_member(job, template)
+        spec = yaml.safe_load(read_member(aliased, "./job.MF"))
+        original = yaml.safe_load(read_member(job, "./job.MF"))
+        assert spec["name"] == alias and spec["properties"]["cloud.plugin"]["default"] == plugin
+        assert "default" not in original["properties"]["cloud.plugin"]
+        spec["properties"]["cloud.plugin"].pop("default")
+        assert spec["properties"] == original["properties"] and spec["templates"] == original["templates"]
 
     cpi = members(read_member(result.tarball, "packages/cpi.tgz"))
     assert "./packaging" in cpi

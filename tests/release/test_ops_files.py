@@ -1,12 +1,14 @@
 """Switching a bosh-deployment director to this CPI is one ops file (issue #22).
 
-bosh-deployment's bosh.yml, its aws/cpi.yml or openstack/cpi.yml and the companions
-operators add to them (tests/release/bosh-deployment/, copies with their commit) are
-applied with the project's ops file (docs/ops/) last, by go-patch's rules
-(tests/support/gopatch.py). The result must swap the CPI release and job and nothing else,
-and this job's templates, rendered from the very properties the operator wrote for the
-official job (as BOSH renders them: only the properties the job's spec declares reach
-it), must give a cpi.json this CPI reads without a single unknown key.
+bosh-deployment's bosh.yml, its aws/cpi.yml or openstack/cpi.yml and each of the
+companions operators add to them (tests/release/bosh-deployment/, copies with their
+commit) are applied with the project's ops file (docs/ops/) last, by go-patch's rules
+(tests/support/gopatch.py). The result must swap the release the official job name comes
+from and nothing else (the release has jobs named aws_cpi and openstack_cpi, so job names,
+director.cpi_job and a cpi-config's types stay), and that job's templates, rendered from the
+very properties the operator wrote for the official job (as BOSH renders them: only the
+properties the job's spec declares reach it, with its defaults), must give a cpi.json this
+CPI reads without a single unknown key.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import yaml
 
 from cpi import config, validation
 from cpi.errors import CpiError
+from cpi.release.definition import load_definition
+from cpi.release.reader import alias_job, read_job
 from tests.release.support import JOB_DIR, REPO, job_spec, render
 from tests.support import gopatch
 
@@ -34,12 +38,19 @@ VARIABLES = {
     "kms_key_arn": "arn:aws:kms:eu-west-1:123456789012:key/test", "role_arn": "arn:aws:iam::123456789012:role/bosh",
     "python_cpi_release_url": "file:///tmp/bosh-python-cpi-0.1.0.tgz", "python_cpi_release_sha1": "0" * 40,
 }
+#: Every aws/ and openstack/ ops file of bosh-deployment but cpi.yml (the base) and
+#: openstack/cpi-secondary.yml (a second CPI: test_a_secondary_openstack_cpi_switches_alone).
 COMPANIONS = {
     "aws": [[], ["iam-instance-profile.yml"], ["encrypted-disk.yml"], ["cpi-assume-role-credentials.yml"],
-            ["encrypted-disk.yml", "cpi-assume-role-credentials.yml"]],
+            ["encrypted-disk.yml", "cpi-assume-role-credentials.yml"],
+            ["iam-instance-profile.yml", "cli-iam-instance-profile.yml", "s3-blobstore-instance-profile.yml",
+             "use-jammy.yml"],
+            ["cpi-assume-role-credentials.yml", "cli-assume-role-credentials.yml", "s3-blobstore.yml", "s3-bbr.yml",
+             "use-resolute.yml"]],
     "openstack": [[], ["custom-ca.yml"], ["boot-from-volume.yml"], ["disable-readable-vm-names.yml"],
-                  ["custom-ca.yml", "boot-from-volume.yml", "trusted-certs.yml"],
-                  ["nova-networking.yml"], ["auto-anti-affinity.yml"]],
+                  ["custom-ca.yml", "boot-from-volume.yml", "trusted-certs.yml", "use-jammy.yml"],
+                  ["nova-networking.yml", "use-jammy-raw.yml"], ["auto-anti-affinity.yml", "use-noble-raw.yml"],
+                  ["use-resolute.yml"], ["use-resolute-raw.yml"]],
 }
 CASES = [(cloud, companions) for cloud, sets in COMPANIONS.items() for companions in sets]
 
@@ -55,6 +66,13 @@ def manifest(cloud: str, companions: list[str], ours: bool) -> dict:
     for path in [*files, *([OPS / f"{cloud}.yml"] if ours else [])]:
         document = gopatch.apply(document, load(path))
     return gopatch.interpolate(document, VARIABLES, default=lambda name: f"value-of-{name}")
+
+
+def alias_spec(name: str) -> dict:
+    """The spec BOSH renders job `name` of the release with: job cpi's under an alias."""
+    alias = load_definition(REPO).job_aliases[name]
+    job = alias_job(read_job(REPO, alias.job), name, alias)
+    return yaml.safe_load(next(entry for entry in job.entries if entry.relpath == "job.MF").data or b"")
 
 
 def bosh_group(document: dict) -> dict:
@@ -85,31 +103,45 @@ def leaves(node: Any, prefix: str) -> set[str]:
 
 
 @pytest.mark.parametrize(("cloud", "companions"), CASES, ids=[f"{c}+{'+'.join(x) or 'cpi'}" for c, x in CASES])
-def test_one_ops_file_swaps_the_cpi_and_nothing_else(cloud, companions):
+def test_one_ops_file_swaps_the_cpi_release_and_nothing_else(cloud, companions):
     before, after = manifest(cloud, companions, ours=False), manifest(cloud, companions, ours=True)
-    official = f"bosh-{cloud}-cpi"
-    assert [r["name"] for r in after["releases"]] == \
-        [("bosh-python-cpi" if r["name"] == official else r["name"]) for r in before["releases"]]
+    official, job = f"bosh-{cloud}-cpi", f"{cloud}_cpi"
+    names = [r["name"] for r in after["releases"]]
+    assert official not in names and names.count("bosh-python-cpi") == 1
     ours = next(r for r in after["releases"] if r["name"] == "bosh-python-cpi")
     assert ours == {"name": "bosh-python-cpi", "url": VARIABLES["python_cpi_release_url"],
                     "sha1": VARIABLES["python_cpi_release_sha1"]}
-    jobs = [(j["name"], j["release"]) for j in bosh_group(after)["jobs"]]
-    assert ("cpi", "bosh-python-cpi") in jobs and f"{cloud}_cpi" not in [name for name, _ in jobs]
-    assert after["cloud_provider"]["template"] == {"name": "cpi", "release": "bosh-python-cpi"}
-    props_before, props_after = bosh_group(before)["properties"], bosh_group(after)["properties"]
-    assert props_after["director"]["cpi_job"] == "cpi"
-    # the operator's blocks stay as they were; only which cloud the job drives is added
-    assert props_after[cloud] == props_before[cloud]
-    assert after["cloud_provider"]["properties"][cloud] == before["cloud_provider"]["properties"][cloud]
+    assert (job, "bosh-python-cpi") in [(j["name"], j["release"]) for j in bosh_group(after)["jobs"]]
+    assert after["cloud_provider"]["template"] == {"name": job, "release": "bosh-python-cpi"}
+    # the rest is as it was: job names, director.cpi_job, the operator's properties
     for document in (before, after):
         document["releases"] = [r for r in document["releases"] if r["name"] not in (official, "bosh-python-cpi")]
-        group = bosh_group(document)
-        group["jobs"] = [j for j in group["jobs"] if j["name"] not in (f"{cloud}_cpi", "cpi")]
-        group["properties"]["director"].pop("cpi_job")
-        group["properties"].pop("cloud", None)
-        document["cloud_provider"].pop("template")
-        document["cloud_provider"]["properties"].pop("cloud", None)
+        for item in [*bosh_group(document)["jobs"], document["cloud_provider"]["template"]]:
+            if item["release"] in (official, "bosh-python-cpi"):
+                item["release"] = "the CPI's"
     assert after == before
+    assert bosh_group(after)["properties"]["director"]["cpi_job"] == job
+
+
+def test_a_secondary_openstack_cpi_switches_alone():
+    """bosh-deployment's openstack/cpi-secondary.yml adds bosh-openstack-cpi's job to a
+    director of another cloud: docs/ops/openstack-secondary.yml swaps that job's release
+    only, with or without the director's own CPI switched too, listing the release once."""
+    def build(*ops: Path) -> dict:
+        document = load(DEPLOYMENT / "bosh.yml")
+        for path in (DEPLOYMENT / "aws" / "cpi.yml", DEPLOYMENT / "openstack" / "cpi-secondary.yml", *ops):
+            document = gopatch.apply(document, load(path))
+        return gopatch.interpolate(document, VARIABLES, default=lambda name: f"value-of-{name}")
+
+    for ops, primary in (((OPS / "openstack-secondary.yml",), "bosh-aws-cpi"),
+                         ((OPS / "aws.yml", OPS / "openstack-secondary.yml"), "bosh-python-cpi")):
+        document = build(*ops)
+        names = [r["name"] for r in document["releases"]]
+        assert "bosh-openstack-cpi" not in names and names.count("bosh-python-cpi") == 1
+        jobs = {j["name"]: j["release"] for j in bosh_group(document)["jobs"]}
+        assert jobs["openstack_cpi"] == "bosh-python-cpi" and jobs["aws_cpi"] == primary
+        assert document["cloud_provider"]["template"] == {"name": "aws_cpi", "release": primary}
+        assert bosh_group(document)["properties"]["director"]["cpi_job"] == "aws_cpi"
 
 
 @pytest.mark.parametrize(("cloud", "companions"), CASES, ids=[f"{c}+{'+'.join(x) or 'cpi'}" for c, x in CASES])
@@ -118,18 +150,19 @@ def test_the_job_reads_the_official_jobs_properties(cloud, companions, ruby, tmp
     under `<cloud>.` is one this job declares, and the cpi.json it renders is read strictly
     (no unknown key) with the operator's values where the official CPI has them."""
     document = manifest(cloud, companions, ours=True)
-    spec = job_spec()
+    spec = alias_spec(f"{cloud}_cpi")
     monkeypatch.setattr(validation, "strict", True)
     for where, properties in (("instance group", bosh_group(document)["properties"]),
                               ("cloud_provider", document["cloud_provider"]["properties"])):
         unread = sorted(name for name in leaves(properties[cloud], cloud)
                         if not any(name == p or name.startswith(p + ".") for p in spec["properties"]))
         assert not unread, f"{where}: the job does not declare {unread}: BOSH would drop them"
-        rendered = json.loads(render(JOB_DIR / "templates/cpi.json.erb", declared(properties, spec), tmp_path, ruby))
+        rendered = json.loads(render(JOB_DIR / "templates/cpi.json.erb", declared(properties, spec), tmp_path, ruby,
+                                     spec=spec))
         raw = {**rendered, "cloud": {**rendered["cloud"], "properties": {
             **rendered["cloud"]["properties"], "validation": {"strict": True}}}}
         built = config.build(raw)
-        assert built.plugin == cloud
+        assert built.plugin == cloud  # the job name's default: nothing in the manifest says it
         section = properties[cloud]
         for key, value in section.items():
             if key == "connection_options":
@@ -188,7 +221,9 @@ def test_keystone_v2_renders_and_is_refused_saying_why(ruby, tmp_path):
     document = manifest("openstack", ["keystone-v2.yml"], ours=True)
     properties = bosh_group(document)["properties"]
     assert properties["openstack"]["tenant"] == "value-of-openstack_tenant"
-    rendered = json.loads(render(JOB_DIR / "templates/cpi.json.erb", declared(properties, job_spec()), tmp_path, ruby))
+    spec = alias_spec("openstack_cpi")
+    rendered = json.loads(render(JOB_DIR / "templates/cpi.json.erb", declared(properties, spec), tmp_path, ruby,
+                                 spec=spec))
     assert rendered["cloud"]["properties"]["openstack"]["tenant"] == "value-of-openstack_tenant"
     with pytest.raises(CpiError, match="tenant is Keystone v2's project, and Keystone v2 is gone from OpenStack"):
         config.build(rendered)

@@ -106,6 +106,30 @@ def test_missing_template_file(release):
     fails(release, "job 'web': template 'ctl.erb' (rendered to bin/ctl) is missing")
 
 
+@pytest.mark.parametrize(("aliases", "message"), [
+    ({"web": {"job": "web"}}, "job alias 'web' is also a job directory listed in jobs"),
+    ({"web_two": {"job": "nope"}}, "job alias 'web_two' is of job 'nope', which jobs does not list"),
+    ({"web two": {"job": "web"}}, "job name 'web two'"),
+    ({"web_two": {"job": "web", "defaults": {"no.such": 1}}},
+     "job alias 'web_two': no.such is not a property of job 'web'"),
+])
+def test_job_aliases_name_a_listed_job_and_its_properties(release, aliases, message):
+    edit_yaml(release / "release.yml", lambda d: d.update(job_aliases=aliases))
+    fails(release, message)
+
+
+def test_a_job_alias_is_the_job_under_its_name_with_its_defaults(release):
+    edit_yaml(release / "jobs/web/spec", lambda d: d.update(properties={"port": {"description": "p", "default": 80}}))
+    edit_yaml(release / "release.yml", lambda d: d.update(job_aliases={"web_alt": {"job": "web",
+                                                                                  "defaults": {"port": 8080}}}))
+    jobs = {job.name: job for job in read_release(release).jobs}
+    assert jobs["web_alt"].spec.name == "web_alt" and jobs["web_alt"].spec.properties["port"].default == 8080
+    assert jobs["web"].spec.properties["port"].default == 80
+    assert jobs["web_alt"].fingerprint != jobs["web"].fingerprint
+    others = [(e.relpath, e.digest) for e in jobs["web_alt"].entries if e.relpath != "job.MF"]
+    assert others == [(e.relpath, e.digest) for e in jobs["web"].entries if e.relpath != "job.MF"]
+
+
 def test_job_spec_unknown_key(release):
     edit_yaml(release / "jobs/web/spec", lambda d: d.update(template={"a": "b"}))
     fails(release, "jobs/web/spec: template: unknown key")
