@@ -289,6 +289,9 @@ def test_aws_requests_map_to_actions_and_changes():
     assert made == [("create", "interface", "eni-3", None,
                      {"subnet_id": "subnet-1", "private_ip": "10.0.0.9", "ipv6": [], "prefixes": ["10.0.0.32/28"],
                       "mac": "02:00:00:00:00:01", "tags": {"agent_id": "a"}})]
+    assert lines("ModifyNetworkInterfaceAttribute", {"NetworkInterfaceId": "eni-3", "Attachment": {
+        "AttachmentId": "eni-attach-1", "DeleteOnTermination": True}}, {}) == [
+        ("update", "interface", "eni-3", None, {"delete_on_termination": True})]
     assert lines("DeleteNetworkInterface", {"NetworkInterfaceId": "eni-3"}, {})[0][:3] == (
         "delete", "interface", "eni-3")
     assert lines("CreateTags", {"Resources": ["i-1", "vol-2"], "Tags": [{"Key": "job", "Value": "web"}]}, {}) == [

@@ -98,6 +98,11 @@ def lines(operation: str, params: dict[str, Any], response: Any) -> list[tuple[s
                   "prefixes": [*(x.get("Ipv4Prefix") for x in p.get("Ipv4Prefixes") or []),
                                *(x.get("Ipv6Prefix") for x in p.get("Ipv6Prefixes") or [])],
                   "mac": interface.get("MacAddress"), "tags": _spec_tags(p)})]
+    if operation == "ModifyNetworkInterfaceAttribute":
+        changed = {"delete_on_termination": (p.get("Attachment") or {}).get("DeleteOnTermination"),
+                   "associate_public_ip": p.get("AssociatePublicIpAddress")}
+        return [("update", "interface", p.get("NetworkInterfaceId"), None,
+                 {k: v for k, v in changed.items() if v is not None})]
     if operation == "DeleteNetworkInterface":
         interface_id = p.get("NetworkInterfaceId")
         return [("delete", "interface", interface_id, {"network_interface_id": interface_id}, None)]

@@ -244,8 +244,8 @@ class Interfaces:
         if network.type != "manual":
             return network
         for group, doc in self.made:
-            if name in group.networks and doc.get("MacAddress"):
-                return Network.model_validate({**network.wire(), "mac": doc["MacAddress"]})
+            if name in group.networks:  # no MacAddress: a plan's imagined interface, whose MAC is open
+                return Network.model_validate({**network.wire(), "mac": doc.get("MacAddress")})
         return network
 
     def attachments(self) -> list[dict[str, Any]]:
@@ -259,18 +259,17 @@ class Interfaces:
         """From here on the interfaces go with the VM, as the ones RunInstances makes do."""
         if not self.made:
             return
-        if plan_mode.active is not None:  # the interfaces are imagined: nothing to read back
-            log.info("plan: the call would mark %d interface(s) delete-on-termination", len(self.made))
-            return
         wanted = [doc["NetworkInterfaceId"] for _, doc in self.made]
-        found = self.aws.ec2("DescribeNetworkInterfaces", NetworkInterfaceIds=wanted)["NetworkInterfaces"]
-        for interface in found:
-            attachment = interface.get("Attachment") or {}
-            if not attachment.get("AttachmentId"):
-                raise VMCreationFailed(f"interface {interface['NetworkInterfaceId']} is not attached to the VM",
-                                       ok_to_retry=True)
-            self.aws.ec2("ModifyNetworkInterfaceAttribute", NetworkInterfaceId=interface["NetworkInterfaceId"],
-                         Attachment={"AttachmentId": attachment["AttachmentId"], "DeleteOnTermination": True})
+        if plan_mode.active is not None:  # imagined interfaces: nothing to read back, the same changes
+            attachments = {interface_id: plan_mode.current().placeholder("eni-attach-") for interface_id in wanted}
+        else:
+            found = self.aws.ec2("DescribeNetworkInterfaces", NetworkInterfaceIds=wanted)["NetworkInterfaces"]
+            attachments = {i["NetworkInterfaceId"]: (i.get("Attachment") or {}).get("AttachmentId") for i in found}
+        for interface_id, attachment_id in attachments.items():
+            if not attachment_id:
+                raise VMCreationFailed(f"interface {interface_id} is not attached to the VM", ok_to_retry=True)
+            self.aws.ec2("ModifyNetworkInterfaceAttribute", NetworkInterfaceId=interface_id,
+                         Attachment={"AttachmentId": attachment_id, "DeleteOnTermination": True})
 
     def delete(self) -> str:
         """After a failed create_vm: each interface it made, once its VM (if any) let go of

@@ -112,7 +112,7 @@ def _answer(operation: str, p: dict[str, Any]) -> dict[str, Any]:
     if operation in ("RegisterImage", "CopyImage"):
         return {"ImageId": made("ami-")}
     if operation == "CreateNetworkInterface":
-        return {"NetworkInterface": {"NetworkInterfaceId": made("eni-"), "MacAddress": "02:00:00:00:00:00",
+        return {"NetworkInterface": {"NetworkInterfaceId": made("eni-"),
                                      "SubnetId": p.get("SubnetId"), "PrivateIpAddress": p.get("PrivateIpAddress"),
                                      "Status": "available"}}
     if operation == "AssociateAddress":
