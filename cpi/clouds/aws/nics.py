@@ -260,6 +260,7 @@ class Interfaces:
         if not self.made:
             return
         wanted = [doc["NetworkInterfaceId"] for _, doc in self.made]
+        attachments: dict[str, str | None]
         if plan_mode.active is not None:  # imagined interfaces: nothing to read back, the same changes
             attachments = {interface_id: plan_mode.current().placeholder("eni-attach-") for interface_id in wanted}
         else:
