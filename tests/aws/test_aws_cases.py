@@ -652,10 +652,72 @@ def test_instance_storage_is_refused_for_types_without_it(cpi, stemcell, ips, ec
     # (moto cannot launch an instance-store mapping at all, "MissingParameter: ebs", so only
     # the refusal is tested here; on EC2 m5d.large & co. get ephemeral0 at /dev/sdb)
     before = moto_env.inventory(ec2)
-    response = cpi.call("create_vm", "agent-is", stemcell,
-                        {**VM_PROPS, "ephemeral_disk": {"use_instance_storage": True}}, ips.network(), [], {})
+    for key, asked in (("ephemeral_disk.use_instance_storage", {"ephemeral_disk": {"use_instance_storage": True}}),
+                       ("raw_instance_storage", {"raw_instance_storage": True})):
+        response = cpi.call("create_vm", "agent-is", stemcell, {**VM_PROPS, **asked}, ips.network(), [], {})
+        assert response.error["type"] == "Bosh::Clouds::VMCreationFailed"
+        assert response.error["ok_to_retry"] is False
+        assert f"{key}: instance type m5.large has no instance storage" in response.error["message"]
+        assert "RunInstances" not in requests_of(response)
+    assert moto_env.inventory(ec2) == before
+
+
+def user_data_of(ec2, vm_cid) -> dict:
+    data = ec2.describe_instance_attribute(InstanceId=vm_cid, Attribute="userData")["UserData"]["Value"]
+    return json.loads(base64.b64decode(data))
+
+
+def test_raw_instance_storage_of_an_nvme_type_is_counted_for_the_agent(cpi, stemcell, ips, ec2, account):
+    """d3.xlarge has three NVMe instance-store volumes (EC2's DescribeInstanceTypes says so,
+    and moto's copy of it): EC2 attaches them by itself, so none is mapped, and the agent is
+    told of three, by the /dev/nvme<N>n1 names, next to its EBS ephemeral disk."""
+    vm_props = {"instance_type": "d3.xlarge", "availability_zone": moto_env.ZONE, "raw_instance_storage": True}
+    response = cpi.call("create_vm", "agent-raw-nvme", stemcell, vm_props, ips.network(), [], {})
+    assert response.error is None, response.error
+    vm_cid = response.result[0]
+    try:
+        found = instance(ec2, vm_cid)
+        assert found["InstanceType"] == "d3.xlarge"
+        assert {m["DeviceName"] for m in found["BlockDeviceMappings"]} == {root_device(ec2, account.ami_id), "/dev/sdb"}
+        disks = user_data_of(ec2, vm_cid)["disks"]
+        assert disks["ephemeral"] == "/dev/sdb"
+        assert disks["raw_ephemeral"] == [{"path": "/dev/nvme0n1"}, {"path": "/dev/nvme1n1"}, {"path": "/dev/nvme2n1"}]
+        assert requests_of(response)["DescribeInstanceTypes"] == 1
+    finally:
+        cpi("delete_vm", vm_cid)
+
+
+def _mappings(params: dict[str, str]) -> list[tuple[str, str | None]]:
+    """(DeviceName, VirtualName) of each mapping of a RunInstances request (`BlockDeviceMapping.N`
+    on the wire)."""
+    indexes = sorted({int(k.split(".")[1]) for k in params if k.startswith("BlockDeviceMapping.")})
+    return [(params[f"BlockDeviceMapping.{i}.DeviceName"], params.get(f"BlockDeviceMapping.{i}.VirtualName"))
+            for i in indexes]
+
+
+def test_raw_instance_storage_maps_every_volume_of_a_type_without_nvme(make_cpi, stemcell, ips, ec2, account):
+    """d2.xlarge has three instance-store disks, not NVMe: ephemeral0..2 are mapped at the
+    names the official CPI gives them (/dev/xvdba..), and the agent is told those names.
+    EC2's DescribeInstances never lists instance-store volumes and moto cannot launch them
+    ("MissingParameter: ebs"), so what the VM gets is read from the RunInstances request,
+    which the proxy refuses: nothing is made."""
+    before = moto_env.inventory(ec2)
+    vm_props = {"instance_type": "d2.xlarge", "availability_zone": moto_env.ZONE, "raw_instance_storage": True}
+    with FaultProxy(account.endpoint) as proxy:
+        proxied = make_cpi(ec2_endpoint=proxy.url)
+        proxy.inject(r"^RunInstances$", "error", code="InsufficientInstanceCapacity")
+        response = proxied.call("create_vm", "agent-raw-xen", stemcell, vm_props, ips.network(), [], {})
+        [sent] = proxy.params(r"^RunInstances$")
     assert response.error["type"] == "Bosh::Clouds::VMCreationFailed"
-    assert "m5.large has no instance storage" in response.error["message"]
+    assert _mappings(sent) == [
+        (root_device(ec2, account.ami_id), None), ("/dev/sdb", None),
+        ("/dev/xvdba", "ephemeral0"), ("/dev/xvdbb", "ephemeral1"), ("/dev/xvdbc", "ephemeral2"),
+    ]
+    assert not any(k.startswith("BlockDeviceMapping.3.Ebs") for k in sent)  # instance store: no EBS part
+    assert sent["BlockDeviceMapping.2.Ebs.VolumeSize"] == "10"  # the ephemeral disk stays EBS
+    disks = json.loads(base64.b64decode(sent["UserData"]))["disks"]
+    assert disks["ephemeral"] == "/dev/sdb"
+    assert disks["raw_ephemeral"] == [{"path": "/dev/xvdba"}, {"path": "/dev/xvdbb"}, {"path": "/dev/xvdbc"}]
     assert moto_env.inventory(ec2) == before
 
 

@@ -114,6 +114,8 @@ def test_vm_type_defaults_and_errors():
     ({"instance_type": "large"}, "instance_type"),
     ({"ephemeral_disk": {"size": 0}}, "ephemeral_disk.size"),
     ({"elb": ["x"]}, "elb: unknown property"),
+    ({"raw_instance_storage": True, "ephemeral_disk": {"use_instance_storage": True}},
+     "raw_instance_storage and ephemeral_disk.use_instance_storage cannot both be true"),
 ])
 def test_vm_type_combinations(cloud_properties, expected, monkeypatch):
     monkeypatch.setattr(validation, "strict", True)  # an unknown key is otherwise left out, with a warning

@@ -12,7 +12,8 @@ accepts any credentials; the loopback OpenStack services are never busy):
   code (XML for the EC2/STS query APIs, rest-json with `x-amzn-ErrorType` for the EBS
   direct APIs), or an OpenStack status with the headers and body a real service sends;
 - record every request, so tests can `count()` what the CPI sent and what it got back,
-  and bench/throttle.py can report totals (`stats`, `by_action`).
+  read the parameters of the AWS query API requests it sent (`params()`), and
+  bench/throttle.py can report totals (`stats`, `by_action`).
 
 A request is known by its action: for `flavor="aws"` the query API's `Action` (or the EBS
 direct operation its method and path name, e.g. `PutSnapshotBlock`); for
@@ -84,6 +85,7 @@ class Seen(NamedTuple):
     path: str
     status: int | None
     dry_run: bool = False  # an EC2 request with DryRun=true (it changes nothing)
+    params: dict[str, str] | None = None  # an AWS query API request's parameters (flattened, as sent)
 
 
 class FaultProxy:
@@ -128,6 +130,13 @@ class FaultProxy:
         with self._lock:
             return sum(1 for seen in self.seen if regex.search(seen.action) and method in (None, seen.method)
                        and status in (None, seen.status))
+
+    def params(self, pattern: str) -> list[dict[str, str]]:
+        """The parameters of the AWS query API requests whose action matches `pattern`, in
+        the order they came, as sent (`BlockDeviceMappings.1.DeviceName`: `/dev/sdb`)."""
+        regex = re.compile(pattern)
+        with self._lock:
+            return [seen.params for seen in self.seen if seen.params is not None and regex.search(seen.action)]
 
     @property
     def url(self) -> str:
@@ -179,6 +188,11 @@ class FaultProxy:
         query.update(urllib.parse.parse_qs(urllib.parse.urlsplit(target).query))
         return query.get("Action", [target])[0]
 
+    def _query_params(self, action: str, body: bytes) -> dict[str, str] | None:
+        if self.flavor != "aws" or action in _REST_JSON:
+            return None
+        return {k: v[0] for k, v in urllib.parse.parse_qs(body.decode(errors="replace")).items()}
+
     def _choose(self, method: str, action: str) -> Rule | str | None:
         with self._lock:
             for rule in self.rules:
@@ -224,7 +238,7 @@ class FaultProxy:
                 if kind in ("throttle", "overlimit"):
                     self.stats["throttled"] += 1
             self.seen.append(Seen(action, handler.command, urllib.parse.urlsplit(handler.path).path, status,
-                                  self.flavor == "aws" and b"DryRun=true" in body))
+                                  self.flavor == "aws" and b"DryRun=true" in body, self._query_params(action, body)))
         if status is None or kind == "lost":
             handler.close_connection = True
             with contextlib.suppress(OSError):  # ENOTCONN: the client is gone already, as a drop wants

@@ -205,7 +205,9 @@ class AwsProperties(_Strict):
     enable_describe_instance_types: StrictBool = Field(
         True, description="Ask EC2 (DescribeInstanceTypes) whether an instance type exposes EBS volumes as NVMe, "
         "for attach_disk's disk hint; false: decide from the type's family name, with no such request (an "
-        "account whose policy lacks ec2:DescribeInstanceTypes).")
+        "account whose policy lacks ec2:DescribeInstanceTypes). A vm_type asking for instance storage "
+        "(`ephemeral_disk.use_instance_storage`, `raw_instance_storage`) is asked of EC2 either way: no name tells "
+        "how many instance-store volumes a type has.")
 
     # -- retries and waits
     max_retries: StrictInt = Field(
@@ -376,11 +378,26 @@ class VMCloudProperties(_Strict):
         None, description="IMDS options; override the global `metadata_options` key by key."
     )
     tags: Tags = Field(default_factory=dict, description="Tags for the instance and its volumes, over env.bosh.tags.")
+    raw_instance_storage: StrictBool = Field(
+        False,
+        description="Give the VM every instance-store volume of its instance type (`ephemeral0`, `ephemeral1`, ...) "
+        "and list them in the agent settings' `disks.raw_ephemeral`, for jobs that use raw local disks; the "
+        "ephemeral disk stays an EBS volume. Where the type's instance storage is NVMe, EC2 attaches it by itself "
+        "and the agent finds it. Needs an instance type with instance storage (asked of EC2: "
+        "ec2:DescribeInstanceTypes) and cannot be combined with `ephemeral_disk.use_instance_storage`.",
+    )
 
     @model_validator(mode="after")
     def _spot(self) -> VMCloudProperties:
         if self.spot_ondemand_fallback and self.spot_bid_price is None:
             raise ValueError("spot_ondemand_fallback needs spot_bid_price")
+        return self
+
+    @model_validator(mode="after")
+    def _instance_storage(self) -> VMCloudProperties:
+        if self.raw_instance_storage and self.ephemeral_disk.use_instance_storage:
+            raise ValueError("raw_instance_storage and ephemeral_disk.use_instance_storage cannot both be true "
+                             "(the first instance-store volume cannot be both the ephemeral disk and a raw one)")
         return self
 
 

@@ -18,10 +18,10 @@ from typing import Any
 
 from cpi import agent_env, retry, waits
 from cpi.errors import BoshError, CloudError, VMCreationFailed
-from cpi.models import Network, VMResources, gib
+from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import errors, ids, lookups, nics, tags
+from . import devices, errors, ids, lookups, nics, tags
 from .nics import NetworkPlan
 from .props import AwsProperties, MetadataOptions, VMCloudProperties
 from .session import Aws
@@ -34,8 +34,6 @@ log = logging.getLogger("cpi.clouds.aws")
 #: `instance_running` waiter looks every 15 s).
 INSTANCE_WAIT = waits.Schedule(first=0.25, factor=2.0, cap=5.0)
 
-EPHEMERAL_DEVICE = "/dev/sdb"
-DEFAULT_EPHEMERAL_GIB = 10
 #: EC2's limit on user-data before base64.
 USER_DATA_LIMIT = 16 * 1024
 #: RunInstances failures a later attempt (by the director) can get past.
@@ -56,6 +54,7 @@ class Vms:
         self.properties = properties
         self.agent = agent
         self.context = context
+        self.instance_types = devices.InstanceTypes(aws)
 
     # ------------------------------------------------------------ create_vm
 
@@ -67,8 +66,7 @@ class Vms:
         if disk_cids:
             log.info("disk locality hint %s: the VM goes in the AZ of its subnet", ", ".join(disk_cids))
         image = self._image(stemcell_cid)
-        if props.ephemeral_disk.use_instance_storage:
-            self._check_instance_storage(props.instance_type)
+        disks = self._disk_layout(props, image)
         group_ids = self._security_groups(props, plan)
         # agent_id and director_uuid from the first request on: an instance (and its volumes
         # and interfaces) left by a create_vm killed mid-way can be found and attributed
@@ -83,8 +81,8 @@ class Vms:
                 if props.auto_assign_public_ip:
                     interfaces.associate_public_ips()
             networks = {name: interfaces.with_mac(name, net) for name, net in networks.items()}
-            user_data = self._user_data(agent_id, networks, env, image)
-            params = self._run_params(props, plan, image, group_ids, user_data, create_tags, interfaces)
+            user_data = self._user_data(agent_id, networks, env, image, disks)
+            params = self._run_params(props, plan, group_ids, user_data, create_tags, interfaces, image, disks)
             instance = self._run_instance(params, props)
         except BaseException:
             interfaces.delete()
@@ -109,7 +107,8 @@ class Vms:
             raise failure from None
         return vm_cid, {name: net.wire() for name, net in networks.items()}
 
-    def _user_data(self, agent_id: str, networks: dict[str, Network], env: dict, image: dict[str, Any]) -> str:
+    def _user_data(self, agent_id: str, networks: dict[str, Network], env: dict, image: dict[str, Any],
+                   disks: devices.Layout) -> str:
         settings = agent_env.settings(
             agent_id=agent_id,
             vm_name=f"vm-{uuid.uuid4()}",
@@ -117,7 +116,8 @@ class Vms:
             networks={name: _with_dhcp(net) for name, net in networks.items()},
             env=env,
             system_disk=image["RootDeviceName"],
-            ephemeral_disk=EPHEMERAL_DEVICE,
+            ephemeral_disk=disks.ephemeral,
+            raw_ephemeral=disks.raw_ephemeral,
         )
         user_data = json.dumps(agent_env.user_data(settings, networks), separators=(",", ":"))
         if len(user_data.encode()) > USER_DATA_LIMIT:
@@ -155,17 +155,6 @@ class Vms:
         image.setdefault("RootDeviceName", "/dev/xvda")
         return image
 
-    def _check_instance_storage(self, instance_type: str) -> None:
-        """EC2 silently drops an instance-store mapping the type cannot honour, which would
-        leave the agent without an ephemeral disk: refuse instead (one request, only when
-        use_instance_storage is asked for)."""
-        found = self.aws.ec2("DescribeInstanceTypes", InstanceTypes=[instance_type]).get("InstanceTypes") or [{}]
-        if not found[0].get("InstanceStorageSupported"):
-            raise VMCreationFailed(
-                f"ephemeral_disk.use_instance_storage: instance type {instance_type} has no instance storage",
-                ok_to_retry=False,
-            )
-
     def _security_groups(self, props: VMCloudProperties, plan: NetworkPlan) -> list[str]:
         """vm_type's groups, else the network's, else the global defaults; names become IDs
         (one DescribeSecurityGroups, plus DescribeSubnets only if a name is ambiguous)."""
@@ -201,8 +190,9 @@ class Vms:
             raise
         return response["Subnets"][0]["VpcId"]
 
-    def _run_params(self, props: VMCloudProperties, plan: NetworkPlan, image: dict, group_ids: list[str],
-                    user_data: str, create_tags: dict[str, str], interfaces: nics.Interfaces) -> dict[str, Any]:
+    def _run_params(self, props: VMCloudProperties, plan: NetworkPlan, group_ids: list[str], user_data: str,
+                    create_tags: dict[str, str], interfaces: nics.Interfaces, image: dict,
+                    disks: devices.Layout) -> dict[str, Any]:
         p = self.properties
         if interfaces.made:
             network_interfaces = interfaces.attachments()
@@ -220,7 +210,7 @@ class Vms:
             "MaxCount": 1,
             "UserData": user_data,  # botocore base64-encodes RunInstances' UserData
             "NetworkInterfaces": network_interfaces,
-            "BlockDeviceMappings": self._block_devices(props, image),
+            "BlockDeviceMappings": disks.mappings,
         }
         kinds = ("instance", "volume") if interfaces.made else ("instance", "volume", "network-interface")
         specs = tags.specifications(create_tags, kinds)
@@ -255,43 +245,14 @@ class Vms:
             }
         return params
 
-    def _block_devices(self, props: VMCloudProperties, image: dict) -> list[dict[str, Any]]:
-        root_name = _root_mapping_name(image)
-        root: dict[str, Any] = {"DeleteOnTermination": True, "VolumeType": props.root_disk.type or "gp3"}
-        if props.root_disk.size is not None:
-            root["VolumeSize"] = gib(props.root_disk.size)
-        else:
-            # the AMI's own size: EC2 would assume it, and EC2-compatible clouds (moto) want it
-            image_size = next((m.get("Ebs", {}).get("VolumeSize") for m in image.get("BlockDeviceMappings", [])
-                               if m.get("DeviceName") == root_name), None)
-            if image_size:
-                root["VolumeSize"] = image_size
-        if props.root_disk.iops is not None:
-            root["Iops"] = props.root_disk.iops
-        if props.root_disk.throughput is not None:
-            root["Throughput"] = props.root_disk.throughput
-        devices = [{"DeviceName": root_name, "Ebs": root}]
-        eph = props.ephemeral_disk
-        if eph.use_instance_storage:
-            devices.append({"DeviceName": EPHEMERAL_DEVICE, "VirtualName": "ephemeral0"})
-        else:
-            ebs: dict[str, Any] = {
-                "DeleteOnTermination": True,
-                "VolumeSize": gib(eph.size) if eph.size is not None else DEFAULT_EPHEMERAL_GIB,
-                "VolumeType": eph.type or "gp3",
-            }
-            if eph.iops is not None:
-                ebs["Iops"] = eph.iops
-            if eph.throughput is not None:
-                ebs["Throughput"] = eph.throughput
-            encrypted = self.properties.encrypted if eph.encrypted is None else eph.encrypted
-            if encrypted:
-                ebs["Encrypted"] = True
-                kms = eph.kms_key_arn or self.properties.kms_key_arn
-                if kms:
-                    ebs["KmsKeyId"] = kms
-            devices.append({"DeviceName": EPHEMERAL_DEVICE, "Ebs": ebs})
-        return devices
+    def _disk_layout(self, props: VMCloudProperties, image: dict) -> devices.Layout:
+        """The VM's block devices and what the agent is told of them (cpi.clouds.aws.devices);
+        DescribeInstanceTypes once, only when the vm_type asks for instance storage."""
+        storage = None
+        if devices.needs_instance_types(props):
+            wanted_by = "raw_instance_storage" if props.raw_instance_storage else "ephemeral_disk.use_instance_storage"
+            storage = self.instance_types.storage(props.instance_type, wanted_by)
+        return devices.layout(props, image, self.properties, storage)
 
     def _run_instance(self, params: dict[str, Any], props: VMCloudProperties) -> dict[str, Any]:
         """RunInstances: each attempt with its own ClientToken, so a throttled or timed-out
@@ -534,16 +495,6 @@ def _with_dhcp(network: Network) -> Network:
     """The agent configures AWS interfaces by DHCP, manual networks included (EC2 hands out
     the fixed address itself)."""
     return Network.model_validate({**network.wire(), "use_dhcp": True})
-
-
-def _root_mapping_name(image: dict[str, Any]) -> str:
-    """The AMI's mapping that holds the root device: the same name, or the whole disk of a
-    root partition (/dev/sda for /dev/sda1). Overriding any other name would add a disk."""
-    root = image.get("RootDeviceName") or "/dev/xvda"
-    names = [m.get("DeviceName") for m in image.get("BlockDeviceMappings", []) if m.get("DeviceName")]
-    if root in names:
-        return root
-    return next((n for n in names if root.startswith(n)), root)
 
 
 def _unique(items: list[str]) -> list[str]:
