@@ -687,6 +687,37 @@ def test_raw_instance_storage_of_an_nvme_type_is_counted_for_the_agent(cpi, stem
         cpi("delete_vm", vm_cid)
 
 
+def test_use_root_disk_makes_no_ephemeral_disk(cpi, stemcell, ips, ec2, account):
+    """ephemeral_disk.use_root_disk: no ephemeral volume, and agent settings that name none
+    (no `ephemeral` key, as the official CPI writes them): the agent keeps its data on the
+    root disk, made larger here as a vm_type would. The EBS keys beside it are ignored, in
+    the log. raw_instance_storage still gets its disks (the official CPI drops them)."""
+    root = root_device(ec2, account.ami_id)
+    vm_props = {**VM_PROPS, "root_disk": {"size": 20 * 1024},
+                "ephemeral_disk": {"use_root_disk": True, "size": 50 * 1024}}
+    response = cpi.call("create_vm", "agent-root-eph", stemcell, vm_props, ips.network(), [], {})
+    assert response.error is None, response.error
+    vm_cid = response.result[0]
+    try:
+        found = instance(ec2, vm_cid)
+        assert [m["DeviceName"] for m in found["BlockDeviceMappings"]] == [root]
+        assert [v["Size"] for v in root_and_ephemeral(ec2, vm_cid)] == [20]
+        assert user_data_of(ec2, vm_cid)["disks"] == {"system": root, "persistent": {}}
+        assert response.log.count("so ephemeral_disk.size is ignored") == 1
+        assert "DescribeInstanceTypes" not in requests_of(response)
+    finally:
+        cpi("delete_vm", vm_cid)
+    raw_props = {"instance_type": "d3.xlarge", "availability_zone": moto_env.ZONE, "raw_instance_storage": True,
+                 "ephemeral_disk": {"use_root_disk": True}}
+    vm_cid, _ = cpi("create_vm", "agent-root-raw", stemcell, raw_props, ips.network(), [], {})
+    try:
+        assert [m["DeviceName"] for m in instance(ec2, vm_cid)["BlockDeviceMappings"]] == [root]
+        disks = user_data_of(ec2, vm_cid)["disks"]
+        assert "ephemeral" not in disks and len(disks["raw_ephemeral"]) == 3
+    finally:
+        cpi("delete_vm", vm_cid)
+
+
 def _mappings(params: dict[str, str]) -> list[tuple[str, str | None]]:
     """(DeviceName, VirtualName) of each mapping of a RunInstances request (`BlockDeviceMapping.N`
     on the wire)."""

@@ -116,6 +116,8 @@ def test_vm_type_defaults_and_errors():
     ({"elb": ["x"]}, "elb: unknown property"),
     ({"raw_instance_storage": True, "ephemeral_disk": {"use_instance_storage": True}},
      "raw_instance_storage and ephemeral_disk.use_instance_storage cannot both be true"),
+    ({"ephemeral_disk": {"use_root_disk": True, "use_instance_storage": True}},
+     "use_root_disk and use_instance_storage cannot both be true"),
 ])
 def test_vm_type_combinations(cloud_properties, expected, monkeypatch):
     monkeypatch.setattr(validation, "strict", True)  # an unknown key is otherwise left out, with a warning

@@ -1,12 +1,13 @@
 """A new VM's block devices: what RunInstances maps, and what the agent is told of them.
 
-The root volume overrides the AMI's root mapping; the ephemeral disk is an EBS volume or
-the first instance-store volume at /dev/sdb. `raw_instance_storage` adds every
-instance-store volume of the type as `ephemeral<N>` and lists them in the agent's
-`disks.raw_ephemeral`, whose count is what makes the agent set them up. Where a type's
-instance storage is NVMe, EC2 attaches it whether mapped or not, in an order of its own:
-those volumes are not mapped, and the paths the agent gets (/dev/nvme<N>n1) are only
-hints (the agent finds them by leaving out the EBS volumes).
+The root volume overrides the AMI's root mapping. The ephemeral disk is an EBS volume or
+the first instance-store volume at /dev/sdb; with `use_root_disk` there is none, and the
+agent settings name none (the agent then keeps its data on the root disk).
+`raw_instance_storage` adds every instance-store volume of the type as `ephemeral<N>` and
+lists them in the agent's `disks.raw_ephemeral`, whose count is what makes the agent set
+them up. Where a type's instance storage is NVMe, EC2 attaches it whether mapped or not,
+in an order of its own: those volumes are not mapped, and the paths the agent gets
+(/dev/nvme<N>n1) are only hints (the agent finds them by leaving out the EBS volumes).
 
 How many instance-store volumes a type has, and how they are named, comes from
 DescribeInstanceTypes: one request, only when a vm_type asks for instance storage.
@@ -48,6 +49,8 @@ class Layout:
     mappings: list[dict[str, Any]]
     ephemeral: str | None
     raw_ephemeral: list[dict[str, str]] = field(default_factory=list)
+    #: what the vm_type asked for that this layout leaves out, for the caller to log once
+    ignored: list[str] = field(default_factory=list)
 
 
 class InstanceTypes:
@@ -101,12 +104,15 @@ def layout(props: VMCloudProperties, image: dict[str, Any], properties: AwsPrope
         key = "raw_instance_storage" if props.raw_instance_storage else "ephemeral_disk.use_instance_storage"
         raise VMCreationFailed(f"{key}: instance type {props.instance_type} has no instance storage",
                                ok_to_retry=False)
-    mappings = [_root(props, image)]
-    if eph.use_instance_storage:
-        mappings.append({"DeviceName": EPHEMERAL_DEVICE, "VirtualName": "ephemeral0"})
+    result = Layout(mappings=[_root(props, image)], ephemeral=EPHEMERAL_DEVICE)
+    if eph.use_root_disk:
+        result.ephemeral = None
+        result.ignored = [f"ephemeral_disk.{k}" for k in ("size", "type", "iops", "throughput", "encrypted",
+                                                          "kms_key_arn") if getattr(eph, k) is not None]
+    elif eph.use_instance_storage:
+        result.mappings.append({"DeviceName": EPHEMERAL_DEVICE, "VirtualName": "ephemeral0"})
     else:
-        mappings.append({"DeviceName": EPHEMERAL_DEVICE, "Ebs": _ephemeral_ebs(props, properties)})
-    result = Layout(mappings=mappings, ephemeral=EPHEMERAL_DEVICE)
+        result.mappings.append({"DeviceName": EPHEMERAL_DEVICE, "Ebs": _ephemeral_ebs(props, properties)})
     if props.raw_instance_storage and storage is not None:
         _add_raw(result, storage, image.get("VirtualizationType") or "hvm")
     return result

@@ -305,9 +305,18 @@ class EphemeralDisk(_Strict):
         False,
         description="Use the instance type's first instance-store volume instead of EBS; combines with no other key.",
     )
+    use_root_disk: StrictBool = Field(
+        False,
+        description="No separate ephemeral disk: the agent puts /var/vcap/data on the root disk (give it room with "
+        "`root_disk.size`). The other keys here are then ignored, and said so in the log; "
+        "`raw_instance_storage` still applies.",
+    )
 
     @model_validator(mode="after")
     def _combination(self) -> EphemeralDisk:
+        if self.use_root_disk and self.use_instance_storage:
+            raise ValueError("use_root_disk and use_instance_storage cannot both be true (the ephemeral disk is "
+                             "either the root disk or an instance-store volume)")
         if self.use_instance_storage:
             others = [k for k in ("size", "type", "iops", "throughput", "encrypted", "kms_key_arn")
                       if getattr(self, k) is not None]
@@ -355,7 +364,8 @@ class VMCloudProperties(_Strict):
     tenancy: Literal["default", "dedicated", "host"] = Field("default", description="Instance tenancy.")
     ephemeral_disk: EphemeralDisk = Field(
         default_factory=EphemeralDisk,
-        description="The ephemeral disk (/dev/sdb): an EBS volume deleted with the VM, or instance storage.")
+        description="The ephemeral disk (/dev/sdb): an EBS volume deleted with the VM, or instance storage, or "
+        "none (the root disk).")
     root_disk: RootDisk = Field(default_factory=RootDisk,
                                 description="The root volume: size and type over the stemcell's.")
     spot_bid_price: float | None = Field(
@@ -382,8 +392,8 @@ class VMCloudProperties(_Strict):
         False,
         description="Give the VM every instance-store volume of its instance type (`ephemeral0`, `ephemeral1`, ...) "
         "and list them in the agent settings' `disks.raw_ephemeral`, for jobs that use raw local disks; the "
-        "ephemeral disk stays an EBS volume. Where the type's instance storage is NVMe, EC2 attaches it by itself "
-        "and the agent finds it. Needs an instance type with instance storage (asked of EC2: "
+        "ephemeral disk stays what `ephemeral_disk` says. Where the type's instance storage is NVMe, EC2 attaches "
+        "it by itself and the agent finds it. Needs an instance type with instance storage (asked of EC2: "
         "ec2:DescribeInstanceTypes) and cannot be combined with `ephemeral_disk.use_instance_storage`.",
     )
 

@@ -67,6 +67,9 @@ class Vms:
             log.info("disk locality hint %s: the VM goes in the AZ of its subnet", ", ".join(disk_cids))
         image = self._image(stemcell_cid)
         disks = self._disk_layout(props, image)
+        if disks.ignored:
+            log.warning("ephemeral_disk.use_root_disk: no ephemeral volume is made, so %s ignored",
+                        f"{', '.join(disks.ignored)} {'is' if len(disks.ignored) == 1 else 'are'}")
         group_ids = self._security_groups(props, plan)
         # agent_id and director_uuid from the first request on: an instance (and its volumes
         # and interfaces) left by a create_vm killed mid-way can be found and attributed
@@ -119,6 +122,8 @@ class Vms:
             ephemeral_disk=disks.ephemeral,
             raw_ephemeral=disks.raw_ephemeral,
         )
+        if disks.ephemeral is None:  # use_root_disk: no key at all, as the official CPI writes it
+            del settings["disks"]["ephemeral"]
         user_data = json.dumps(agent_env.user_data(settings, networks), separators=(",", ":"))
         if len(user_data.encode()) > USER_DATA_LIMIT:
             raise VMCreationFailed(
