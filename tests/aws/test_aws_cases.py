@@ -208,6 +208,51 @@ def test_a_v1_stemcell_is_refused_before_anything_is_made(cpi, stemcell, ips, ac
     assert moto_env.inventory(ec2) == before
 
 
+def test_advertised_routes_point_at_the_new_vm(cpi, stemcell, ips, ec2, account):
+    """A route the table lacks is added, one it has (here to an internet gateway) is taken
+    over, IPv6 too; each now sends its destination to the VM, as EC2 reports the table."""
+    table = ec2.create_route_table(VpcId=account.vpc_id)["RouteTable"]["RouteTableId"]
+    gateway = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=gateway, VpcId=account.vpc_id)
+    ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=gateway)
+    advertised = [{"table_id": table, "destination": "0.0.0.0/0"},
+                  {"table_id": table, "destination": "192.168.10.0/24"},
+                  {"table_id": table, "destination": "2001:db8:10::/48"}]
+    vm_props = {**VM_PROPS, "source_dest_check": False, "advertised_routes": advertised}
+    response = cpi.call("create_vm", "agent-nat", stemcell, vm_props, ips.network(), [], {})
+    assert response.error is None, response.error
+    vm_cid = response.result[0]
+    try:
+        found = ec2.describe_route_tables(RouteTableIds=[table])["RouteTables"][0]["Routes"]
+        targets = {r.get("DestinationCidrBlock") or r.get("DestinationIpv6CidrBlock"): r.get("InstanceId")
+                   or r.get("GatewayId") for r in found}
+        assert targets == {"10.0.0.0/16": "local", "0.0.0.0/0": vm_cid, "192.168.10.0/24": vm_cid,
+                           "2001:db8:10::/48": vm_cid}
+        counts = requests_of(response)
+        assert (counts["CreateRoute"], counts["ReplaceRoute"]) == (3, 1)  # the first CreateRoute: RouteAlreadyExists
+        assert f"route 0.0.0.0/0 in {table} replaced: to {vm_cid}" in response.log
+    finally:
+        cpi("delete_vm", vm_cid)
+        for route in advertised:
+            key = "DestinationIpv6CidrBlock" if ":" in route["destination"] else "DestinationCidrBlock"
+            ec2.delete_route(RouteTableId=table, **{key: route["destination"]})
+        ec2.delete_route_table(RouteTableId=table)
+        ec2.detach_internet_gateway(InternetGatewayId=gateway, VpcId=account.vpc_id)
+        ec2.delete_internet_gateway(InternetGatewayId=gateway)
+
+
+def test_a_route_ec2_refuses_deletes_the_vm(cpi, stemcell, ips, ec2):
+    before = moto_env.inventory(ec2)
+    missing = "rtb-0123456789abcdef0"
+    vm_props = {**VM_PROPS, "advertised_routes": [{"table_id": missing, "destination": "10.20.0.0/16"}]}
+    response = cpi.call("create_vm", "agent-route", stemcell, vm_props, ips.network(), [], {})
+    error = response.error
+    assert error["type"] == "Bosh::Clouds::VMCreationFailed" and error["ok_to_retry"] is False
+    assert f"advertised_routes: cannot send 10.20.0.0/16 in {missing}" in error["message"]
+    assert "InvalidRouteTableID.NotFound" in error["message"] and "terminated" in error["message"]
+    assert moto_env.inventory(ec2) == before
+
+
 # ---------------------------------------------------------------- failed creates leave nothing
 
 

@@ -118,6 +118,10 @@ def test_vm_type_defaults_and_errors():
      "raw_instance_storage and ephemeral_disk.use_instance_storage cannot both be true"),
     ({"ephemeral_disk": {"use_root_disk": True, "use_instance_storage": True}},
      "use_root_disk and use_instance_storage cannot both be true"),
+    ({"advertised_routes": [{"table_id": "rtb-1", "destination": "10.0.0.300/16"}]},
+     "advertised_routes[0].destination: Value error, '10.0.0.300/16' is not a CIDR block"),
+    ({"advertised_routes": [{"table_id": "rtb-1", "destination": "10.0.0.3"}]}, "give its prefix length"),
+    ({"advertised_routes": [{"table_id": "igw-1", "destination": "10.0.0.0/8"}]}, "advertised_routes[0].table_id"),
 ])
 def test_vm_type_combinations(cloud_properties, expected, monkeypatch):
     monkeypatch.setattr(validation, "strict", True)  # an unknown key is otherwise left out, with a warning

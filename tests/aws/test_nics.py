@@ -72,8 +72,10 @@ def test_nic_groups_make_one_interface_each_in_order_with_the_elastic_ip_where_a
         # the Elastic IP goes to the second interface
         "public": {"type": "vip", "ip": account.elastic_ip, "nic_group": "replication", "cloud_properties": {}},
     }
+    table_id = ec2.create_route_table(VpcId=account.vpc_id)["RouteTable"]["RouteTableId"]
+    vm_props = {**VM_PROPS, "advertised_routes": [{"table_id": table_id, "destination": "192.168.77.0/24"}]}
     with moto_server.recording() as requests:
-        vm_cid, networks_out = cpi("create_vm", "agent-nics", stemcell, VM_PROPS, networks, [], {})
+        vm_cid, networks_out = cpi("create_vm", "agent-nics", stemcell, vm_props, networks, [], {})
     try:
         by_index = interfaces_of(ec2, vm_cid)
         assert sorted(by_index) == [0, 1]
@@ -93,6 +95,11 @@ def test_nic_groups_make_one_interface_each_in_order_with_the_elastic_ip_where_a
         assert settings["replication"]["mac"] == second["MacAddress"]
         assert "mac" not in settings["public"]
         assert networks_out["replication"]["mac"] == second["MacAddress"]
+
+        # EC2 takes a VM of several interfaces as a route's target by one of them: the primary
+        route = next(r for r in ec2.describe_route_tables(RouteTableIds=[table_id])["RouteTables"][0]["Routes"]
+                     if r.get("DestinationCidrBlock") == "192.168.77.0/24")
+        assert route["NetworkInterfaceId"] == first["NetworkInterfaceId"]
 
         address = ec2.describe_addresses(PublicIps=[account.elastic_ip])["Addresses"][0]
         assert address["NetworkInterfaceId"] == second["NetworkInterfaceId"]

@@ -126,6 +126,10 @@ def lines(operation: str, params: dict[str, Any], response: Any) -> list[tuple[s
                                                                 "encrypted": p.get("Encrypted")})]
     if operation == "DeregisterImage":
         return [("delete", "stemcell", p.get("ImageId"), {"image_id": p.get("ImageId")}, None)]
+    if operation in ("CreateRoute", "ReplaceRoute"):
+        destination = p.get("DestinationCidrBlock") or p.get("DestinationIpv6CidrBlock")
+        return [("create" if operation == "CreateRoute" else "replace", "route", p.get("RouteTableId"), None,
+                 {"destination": destination, "vm_cid": p.get("InstanceId")})]
     if operation == "RegisterInstancesWithLoadBalancer":
         return [("register", "load_balancer", p.get("LoadBalancerName"), None,
                  {"vm_cids": [i.get("InstanceId") for i in p.get("Instances") or []]})]

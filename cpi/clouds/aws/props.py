@@ -13,6 +13,7 @@ No boto3/botocore here: `info` imports this module.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -342,6 +343,27 @@ class RootDisk(_Strict):
         return self
 
 
+class AdvertisedRoute(_Strict):
+    """One route the VM takes over once it runs (a NAT, VPN or router VM)."""
+
+    table_id: str = Field(..., pattern=r"^rtb-[0-9a-zA-Z]+$",
+                          description="Route table ID (`rtb-...`), in the VPC of the VM's subnet.")
+    destination: str = Field(
+        ..., description="Destination CIDR block whose traffic goes to the VM, e.g. `0.0.0.0/0` (IPv6 too): "
+        "added to the table, or taken over when the table already routes it elsewhere.")
+
+    @field_validator("destination")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            raise ValueError(f"'{value}' is not a CIDR block (e.g. 10.10.0.0/16)") from None
+        if "/" not in value:
+            raise ValueError(f"'{value}' is not a CIDR block: give its prefix length (e.g. {value}/32)")
+        return value
+
+
 class VMCloudProperties(_Strict):
     """vm_type (and vm_extension, AZ) cloud_properties: what create_vm makes."""
 
@@ -395,6 +417,13 @@ class VMCloudProperties(_Strict):
         "ephemeral disk stays what `ephemeral_disk` says. Where the type's instance storage is NVMe, EC2 attaches "
         "it by itself and the agent finds it. Needs an instance type with instance storage (asked of EC2: "
         "ec2:DescribeInstanceTypes) and cannot be combined with `ephemeral_disk.use_instance_storage`.",
+    )
+
+    advertised_routes: list[AdvertisedRoute] = Field(
+        default_factory=list,
+        description="Routes to point at the VM once it runs (EC2 CreateRoute, or ReplaceRoute where the table "
+        "already has the destination), e.g. a NAT VM as `0.0.0.0/0` of private subnets' tables. Usually with "
+        "`source_dest_check: false`. A route EC2 refuses fails create_vm, and the VM is deleted.",
     )
 
     @model_validator(mode="after")

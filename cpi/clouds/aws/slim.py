@@ -27,6 +27,7 @@ OPERATIONS = (
     "CopyImage",
     "CreateNetworkInterface",
     "CreateSnapshot",
+    "CreateRoute",
     "CreateTags",
     "CreateVolume",
     "DeleteNetworkInterface",
@@ -50,6 +51,7 @@ OPERATIONS = (
     "ModifyVolume",
     "RebootInstances",
     "RegisterImage",
+    "ReplaceRoute",
     "RunInstances",
     "TerminateInstances",
 )

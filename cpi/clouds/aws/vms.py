@@ -21,7 +21,7 @@ from cpi.errors import BoshError, CloudError, VMCreationFailed
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import devices, errors, ids, lookups, nics, tags
+from . import devices, errors, ids, lookups, nics, routes, tags
 from .nics import NetworkPlan
 from .props import AwsProperties, MetadataOptions, VMCloudProperties
 from .session import Aws
@@ -95,6 +95,9 @@ class Vms:
         try:
             self._wait_running(vm_cid, instance)
             interfaces.delete_on_termination()
+            # a VM of several interfaces is a route's target by its primary interface (EC2
+            # refuses an instance of several as one)
+            routes.advertise(self.aws, vm_cid, props.advertised_routes, interfaces.at(0))
             if not props.source_dest_check:
                 self.aws.ec2("ModifyInstanceAttribute", InstanceId=vm_cid, SourceDestCheck={"Value": False})
             if plan.vip is not None:
