@@ -486,21 +486,103 @@ def test_light_stemcell_for_another_region_is_an_error(cpi):
     assert "us-east-1" in response.error["message"] and "eu-west-1" in response.error["message"]
 
 
+def _tag_specifications(params: dict[str, str]) -> dict[str, dict[str, str]]:
+    """A create request's TagSpecifications as sent (`TagSpecification.N.Tag.M.Key` on the
+    wire): {resource type: tags}."""
+    found: dict[str, dict[str, str]] = {}
+    for key, kind in params.items():
+        parts = key.split(".")
+        if parts[0] == "TagSpecification" and parts[2:] == ["ResourceType"]:
+            prefix = f"TagSpecification.{parts[1]}.Tag."
+            count = len({k.split(".")[3] for k in params if k.startswith(prefix)})
+            found[kind] = {params[f"{prefix}{i}.Key"]: params[f"{prefix}{i}.Value"] for i in range(1, count + 1)}
+    return found
+
+
 def test_light_stemcell_copied_encrypted_when_asked(make_cpi, account, ec2):
-    encrypting = make_cpi(encrypted=True)
-    image_id = encrypting("create_stemcell", "",
-                          {"name": "s", "version": "9", "ami": {moto_env.REGION: account.ami_id}},
-                          {"tags": {"team": "cpi"}}, api_version=3)
-    assert image_id.startswith("ami-") and not image_id.endswith(" light") and image_id != account.ami_id
-    copied = ec2.describe_images(ImageIds=[image_id])["Images"][0]
-    assert copied["Description"] == "s 9"
-    # moto's CopyImage ignores Encrypted/KmsKeyId; real EC2 returns an encrypted AMI here.
-    assert encrypting("delete_stemcell", image_id) is None
-    assert ec2.describe_images(Filters=[{"Name": "image-id", "Values": [image_id]}])["Images"] == []
-    assert ec2.describe_images(ImageIds=[account.ami_id])["Images"], "the public AMI must remain"
-    # the stemcell says no: no copy even with the global default on
-    assert encrypting("create_stemcell", "", {"encrypted": False, "ami": {moto_env.REGION: account.ami_id}}) \
-        == f"{account.ami_id} light"
+    with FaultProxy(account.endpoint) as proxy:
+        encrypting = make_cpi(encrypted=True, ec2_endpoint=proxy.url)
+        image_id = encrypting("create_stemcell", "",
+                              {"name": "s", "version": "9", "ami": {moto_env.REGION: account.ami_id},
+                               "tags": {"os": "jammy", "team": "stemcell-wins"}},
+                              {"tags": {"team": "cpi", "director": "d1"}}, api_version=3)
+        [copy] = proxy.params(r"^CopyImage$")
+        assert image_id.startswith("ami-") and not image_id.endswith(" light") and image_id != account.ami_id
+        copied = ec2.describe_images(ImageIds=[image_id])["Images"][0]
+        assert copied["Description"] == "s 9"
+        # the copy and its snapshots are tagged as EC2 makes them (moto's CopyImage drops
+        # TagSpecifications: what EC2 is asked is checked), the stemcell's tags over env's
+        expected = {"os": "jammy", "team": "stemcell-wins", "director": "d1"}
+        assert _tag_specifications(copy) == {"image": expected, "snapshot": expected}
+        # moto's CopyImage ignores Encrypted/KmsKeyId; real EC2 returns an encrypted AMI here.
+        assert encrypting("delete_stemcell", image_id) is None
+        assert ec2.describe_images(Filters=[{"Name": "image-id", "Values": [image_id]}])["Images"] == []
+        assert ec2.describe_images(ImageIds=[account.ami_id])["Images"], "the public AMI must remain"
+        # the stemcell says no: no copy even with the global default on
+        assert encrypting("create_stemcell", "", {"encrypted": False, "ami": {moto_env.REGION: account.ami_id}}) \
+            == f"{account.ami_id} light"
+
+
+def test_a_light_stemcell_tags_its_ami_only_when_this_account_owns_it(cpi, make_cpi, account, ec2):
+    """Not copied, a light stemcell's tags go on its AMI (as the official CPI), when the AMI
+    is this account's; a shared or public one is not ours to tag. The job's stemcell.tags
+    replace the stemcell's own tags, as the official CPI merges that section."""
+    snapshot_id = ec2.describe_images(ImageIds=[account.ami_id])["Images"][0]["BlockDeviceMappings"][0]["Ebs"][
+        "SnapshotId"]
+    own = [ec2.register_image(Name=f"own-light-{n}", RootDeviceName="/dev/xvda", VirtualizationType="hvm",
+                              BlockDeviceMappings=[{"DeviceName": "/dev/xvda",
+                                                    "Ebs": {"SnapshotId": snapshot_id, "VolumeSize": 3}}])["ImageId"]
+           for n in range(2)]
+    env = {"tags": {"team": "cpi", "director": "d1"}}
+    try:
+        response = cpi.call("create_stemcell", "", {"ami": {moto_env.REGION: own[0]},
+                                                    "tags": {"os": "jammy", "team": "stemcell-wins"}}, env,
+                            api_version=3)
+        assert response.result == f"{own[0]} light"
+        assert tags_of(ec2.describe_images(ImageIds=[own[0]])["Images"][0]) == {
+            "os": "jammy", "team": "stemcell-wins", "director": "d1"}
+        assert requests_of(response) == {"DescribeImages": 2, "CreateTags": 1}  # one to tell the owner
+
+        defaults = make_cpi(stemcell={"tags": {"owner": "ops"}})
+        defaults("create_stemcell", "", {"ami": {moto_env.REGION: own[1]}, "tags": {"os": "jammy"}}, env,
+                 api_version=3)
+        assert tags_of(ec2.describe_images(ImageIds=[own[1]])["Images"][0]) == {
+            "owner": "ops", "team": "cpi", "director": "d1"}
+
+        shared = next(i for i in ec2.describe_images(Owners=["amazon"])["Images"] if not i.get("Tags"))
+        response = cpi.call("create_stemcell", "", {"ami": {moto_env.REGION: shared["ImageId"]},
+                                                    "tags": {"os": "jammy"}}, env, api_version=3)
+        assert response.result == f"{shared['ImageId']} light"
+        assert f"AMI {shared['ImageId']} belongs to another account (shared or public): not tagged" in response.log
+        assert "CreateTags" not in requests_of(response)
+        assert not tags_of(ec2.describe_images(ImageIds=[shared["ImageId"]])["Images"][0])
+
+        untagged = cpi.call("create_stemcell", "", {"ami": {moto_env.REGION: own[0]}})  # no tags: no extra request
+        assert requests_of(untagged) == {"DescribeImages": 1}
+    finally:
+        for image_id in own:
+            ec2.deregister_image(ImageId=image_id)
+
+
+def test_a_heavy_stemcell_tags_its_snapshot_and_image(make_cpi, account, tmp_path, ec2):
+    image, _ = _stemcell_image(tmp_path, {0: b"boot"}, size=512 * 1024)
+    with FaultProxy(account.endpoint) as proxy:
+        cpi = make_cpi(ec2_endpoint=proxy.url)
+        response = cpi.call("create_stemcell", str(image), {"name": "s", "version": "2", "tags": {"os": "jammy",
+                                                            "team": "stemcell-wins", "build": 42}},
+                            {"tags": {"team": "cpi", "director": "d1"}}, api_version=3)
+        assert response.error is None, response.error
+        [register] = proxy.params(r"^RegisterImage$")
+        expected = {"os": "jammy", "team": "stemcell-wins", "build": "42", "director": "d1"}
+        snapshot_id = re.search(r"from snapshot (snap-\w+)", response.log).group(1)
+        assert tags_of(ec2.describe_snapshots(SnapshotIds=[snapshot_id])["Snapshots"][0]) == expected
+        # moto's RegisterImage drops TagSpecifications: what EC2 is asked is checked
+        assert _tag_specifications(register) == {"image": expected}
+        image_snapshots = [m["Ebs"]["SnapshotId"] for m in ec2.describe_images(ImageIds=[response.result])[
+            "Images"][0]["BlockDeviceMappings"] if "Ebs" in m]
+        cpi("delete_stemcell", response.result)
+    if snapshot_id not in image_snapshots:  # moto only: its image has a snapshot of its own
+        ec2.delete_snapshot(SnapshotId=snapshot_id)
 
 
 def _stemcell_image(tmp_path, blocks: dict[int, bytes], size: int):

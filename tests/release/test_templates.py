@@ -51,6 +51,7 @@ SAMPLES = {
     "aws.image_wait_timeout": 100.0,
     "aws.slim_models": False,
     "aws.lock_dir": "/var/vcap/data/cpi/locks",
+    "aws.stemcell.tags": {"owner": "ops", "cost-center": 42},
     "openstack.auth_url": "https://keystone.example.test/v3",
     "openstack.endpoint_type": "internalURL",
     "openstack.endpoint_overrides": {"compute": "https://nova.example.test:8774/v2.1"},

@@ -87,6 +87,8 @@ class MetadataOptions(_Strict):
 
 
 Tags = dict[str, str]
+#: Tags as stemcell cloud_properties may write them (YAML numbers and booleans become text).
+LooseTags = dict[str, str | int | float | bool]
 
 
 def _check_iops_throughput(kind: str, type_: str | None, iops: int | None, throughput: int | None) -> None:
@@ -112,11 +114,16 @@ class ConnectionOptions(_Strict):
 
 
 class StemcellDefaults(_Strict):
-    """`stemcell` in cpi.json, as the official AWS CPI's job writes it."""
+    """`stemcell` in cpi.json, as the official AWS CPI's job writes it: keys over every
+    stemcell's cloud_properties."""
 
     kernel_id: str | None = Field(
         None, description="The official CPI's kernel for paravirtual images. No effect: no current instance type "
         "runs paravirtual images, and a heavy stemcell asking for one is refused, saying so.")
+    tags: LooseTags | None = Field(
+        None, description="Tags for every stemcell, in place of the stemcell cloud_properties' `tags` (the official "
+        "CPI merges this section over a stemcell's cloud_properties, so these replace its `tags` whole); "
+        "create_stemcell's env tags still apply beneath them.")
 
 
 class AwsProperties(_Strict):
@@ -196,7 +203,8 @@ class AwsProperties(_Strict):
         description="Families calculate_vm_cloud_properties chooses from, most preferred first; it "
         "returns the smallest type (memory, then vCPUs) that fits.",
     )
-    stemcell: StemcellDefaults | None = Field(None, description="The official CPI's `stemcell.kernel_id`.")
+    stemcell: StemcellDefaults | None = Field(
+        None, description="The official CPI's `stemcell` section: `kernel_id`, and `tags` for every stemcell.")
     connection_options: ConnectionOptions | None = Field(
         None, description="The official CPI's `connection_options.ca_cert` (PEM text): the same as `ca_cert_file`.")
     fast_path_delete: StrictBool = Field(
@@ -519,6 +527,13 @@ class StemcellCloudProperties(BaseModel):
     os_type: str | None = Field(None, description="Informational (`linux`).")
     os_distro: str | None = Field(None, description="Informational (e.g. `ubuntu`).")
     hypervisor: str | None = Field(None, description="Informational (`xen`).")
+    tags: LooseTags = Field(
+        default_factory=dict,
+        description="Tags for what create_stemcell makes, over create_stemcell's env tags: a heavy stemcell's "
+        "snapshot and image, an encrypted light stemcell's image copy and its snapshots. A light stemcell that is "
+        "not copied tags its AMI only when this account owns it (a shared or public AMI is left alone, with a log "
+        "line). The global `stemcell.tags` replace these.",
+    )
 
     @field_validator("ami")
     @classmethod

@@ -58,7 +58,7 @@ class Stemcells:
         props = parse(StemcellCloudProperties, cloud_properties, "stemcell cloud_properties")
         if props.unknown_keys:
             log.info("stemcell cloud_properties not used by the aws cloud: %s", ", ".join(props.unknown_keys))
-        wanted_tags = tags.clean(stemcell_tags or {})
+        wanted_tags = self._tags(props, stemcell_tags)
         if props.is_light:
             return self._light(props, wanted_tags)
         if not image_path:
@@ -81,6 +81,8 @@ class Stemcells:
         encrypted = self.properties.encrypted if props.encrypted is None else props.encrypted
         if not encrypted:
             log.info("light stemcell: %s", ami)
+            if wanted_tags:
+                self._tag_own_image(ami, wanted_tags)
             return f"{ami}{LIGHT_SUFFIX}"
         kms = props.kms_key_arn or self.properties.kms_key_arn
         params: dict[str, Any] = {
@@ -104,6 +106,25 @@ class Stemcells:
             self._deregister_quietly(image_id)
             raise
         return image_id
+
+    def _tag_own_image(self, ami: str, wanted_tags: dict[str, str]) -> None:
+        """A light stemcell's AMI gets the tags, as the official CPI gives them, but only
+        when this account owns it: tagging a shared or public AMI is refused by EC2, and is
+        not this account's to do. One request tells (DescribeImages of our own images)."""
+        owned = self.aws.ec2("DescribeImages", Owners=["self"], Filters=[{"Name": "image-id", "Values": [ami]}])
+        if not owned.get("Images"):
+            log.info("light stemcell: AMI %s belongs to another account (shared or public): not tagged (%s)",
+                     ami, ", ".join(sorted(wanted_tags)))
+            return
+        self.aws.ec2("CreateTags", Resources=[ami], Tags=tags.api(wanted_tags))
+        log.info("tagged AMI %s with %d tag(s)", ami, len(wanted_tags))
+
+    def _tags(self, props: StemcellCloudProperties, env_tags: dict[str, str]) -> dict[str, str]:
+        """env's tags, under the stemcell's `tags`; the job's `stemcell.tags`, when set, in
+        place of the stemcell's (the official CPI merges that section over cloud_properties)."""
+        defaults = self.properties.stemcell
+        own = defaults.tags if defaults is not None and defaults.tags is not None else props.tags
+        return tags.clean({**(env_tags or {}), **own})
 
     # ------------------------------------------------------------ heavy
 
