@@ -97,6 +97,22 @@ def dns_servers(networks: dict[str, Network]) -> list[str]:
     return list(chosen.dns) if chosen and chosen.dns else []
 
 
+def snapshot_tags(metadata: dict[str, Any]) -> dict[str, Any]:
+    """snapshot_disk's metadata as both official CPIs tag a snapshot, so that what finds
+    their snapshots (an operator's tooling, the official CPI after a rollback) finds this
+    CPI's too: `director` for the director's `director_name`, `instance_index` (the index as
+    a string) and `instance_name` (`job/instance_id`); the other keys as the director sent
+    them (`job` and `index` kept, which the official CPIs drop)."""
+    found = {key: value for key, value in metadata.items() if key != "director_name"}
+    if metadata.get("director_name") is not None:
+        found["director"] = metadata["director_name"]
+    if metadata.get("index") is not None:
+        found["instance_index"] = str(metadata["index"])
+    if metadata.get("job") and metadata.get("instance_id"):
+        found["instance_name"] = f"{metadata['job']}/{metadata['instance_id']}"
+    return found
+
+
 DEFAULT_BLOBSTORE = {
     "provider": "local",
     "options": {"blobstore_path": "/var/vcap/micro_bosh/data/cache"},

@@ -18,7 +18,9 @@ In short:
 - delete_vm terminates the instance and waits: what it leaves is what EC2 does not delete
   with the instance (volumes and interfaces not marked DeleteOnTermination);
 - delete_stemcell deregisters the AMI, waits, and deletes the snapshots its block device
-  mappings name.
+  mappings name;
+- snapshot_disk tags the snapshot with the director's metadata, `director`,
+  `instance_index`, `instance_name` (job/instance_id), `device` and `Name`.
 """
 
 from __future__ import annotations
@@ -129,6 +131,20 @@ class OfficialAwsCpi:
         self.ec2.delete_volume(VolumeId=disk_cid)
         _wait(lambda: self.volume(disk_cid) is None or self.volume(disk_cid)["State"] == "deleted",
               f"volume {disk_cid} deleted")
+
+    @staticmethod
+    def snapshot_tags(metadata: dict[str, Any], device: str | None) -> dict[str, str]:
+        """The tags snapshot_disk gives a snapshot of a volume attached at `device`."""
+        tags = {str(k): v for k, v in metadata.items()}
+        name = "/".join(str(metadata.get(k, "")) for k in ("deployment", "job", "index"))
+        if device:
+            name += "/" + device.rsplit("/", 1)[-1]
+            tags["device"] = device
+        tags.update({"director": metadata.get("director_name"), "instance_index": str(metadata.get("index")),
+                     "instance_name": f"{metadata['job']}/{metadata['instance_id']}", "Name": name})
+        for dropped in ("director_name", "index", "job"):
+            tags.pop(dropped)
+        return {k[:127]: str(v)[:255] for k, v in tags.items() if v is not None}
 
     def delete_snapshot(self, snapshot_cid: str) -> None:
         try:

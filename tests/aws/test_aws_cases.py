@@ -404,6 +404,7 @@ def test_snapshot_description_and_tags(cpi, nitro_vm, ec2):
     assert tags["Name"] == "dep/db/0/sdf" and tags["device"] == "/dev/sdf"
     assert tags["director"] == "my-director" and "director_name" not in tags
     assert tags["index"] == "0" and tags["agent_id"] == "agent-1" and tags["custom"] == "tag"
+    assert tags["instance_index"] == "0" and tags["instance_name"] == "db/inst-1"  # the official CPI's too
     cpi("delete_snapshot", snapshot_cid)
     cpi("delete_snapshot", snapshot_cid)  # gone: success
     cpi("detach_disk", nitro_vm, disk_cid)

@@ -119,14 +119,19 @@ def test_the_official_cpi_takes_over_what_this_cpi_made(cpi, ec2, account, stemc
     hint = cpi("attach_disk", vm_cid, disk_cid)
     cpi("set_vm_metadata", vm_cid, {"director": "bosh-1", "deployment": "cf", "job": "router", "index": "0"})
     cpi("set_disk_metadata", disk_cid, {"director": "bosh-1", "deployment": "cf", "instance_index": "0"})
-    snapshot_cid = cpi("snapshot_disk", disk_cid, {"deployment": "cf", "job": "router", "index": 0,
-                                                   "director_name": "bosh-1", "instance_id": "uuid-1"})
+    snapshot_metadata = {"deployment": "cf", "job": "router", "index": 0, "director_name": "bosh-1",
+                         "director_uuid": "uuid-d", "agent_id": "agent-rollback", "instance_id": "uuid-1"}
+    snapshot_cid = cpi("snapshot_disk", disk_cid, snapshot_metadata)
 
     # found by its cids alone, as the official CPI looks
     assert official.has_vm(vm_cid) and official.has_disk(disk_cid)
     image = official.stemcell_image(stemcell)  # " light": the AMI, found, never deleted
     instance = official.instance(vm_cid)
     assert disk_cid in official.get_disks(vm_cid)
+    snapshot = ec2.describe_snapshots(SnapshotIds=[snapshot_cid])["Snapshots"][0]
+    tags = {t["Key"]: t["Value"] for t in snapshot.get("Tags", [])}
+    wanted = official.snapshot_tags(snapshot_metadata, "/dev/sdf")
+    assert wanted.items() <= tags.items(), f"the official CPI's snapshot tags missing: {wanted.items() - tags.items()}"
 
     # the agent boots from this CPI's user-data: settings where the official CPI puts them
     settings = bosh_agent.read_user_data(user_data(ec2, vm_cid))

@@ -17,7 +17,9 @@ fog, which it talks through, asks Nova for no microversion (2.1). In short:
 - delete_vm lists the ports whose device_id is the server and the load balancer
   memberships in its `lbaas_pool_*` metadata, deletes the server, waits, then deletes
   those ports; its volumes are Nova's to delete (delete_on_termination);
-- delete_disk and delete_snapshot refuse a volume or snapshot that is not `available`.
+- delete_disk and delete_snapshot refuse a volume or snapshot that is not `available`;
+- snapshot_disk gives the snapshot the director's metadata with `director`,
+  `instance_index` and `instance_name` (job/instance_id).
 """
 
 from __future__ import annotations
@@ -129,6 +131,16 @@ class OfficialOpenStackCpi:
             f"official CPI: Cannot delete volume `{disk_cid}', state is {volume.status}"
         self.conn.block_storage.delete_volume(disk_cid, ignore_missing=True)
         _wait(lambda: self.volume(disk_cid) is None, f"volume {disk_cid} deleted")
+
+    @staticmethod
+    def snapshot_metadata(metadata: dict[str, Any]) -> dict[str, str]:
+        """The metadata snapshot_disk gives a snapshot."""
+        found = {str(k): v for k, v in metadata.items()}
+        found.update({"director": metadata.get("director_name"), "instance_index": str(metadata.get("index")),
+                      "instance_name": f"{metadata['job']}/{metadata['instance_id']}"})
+        for dropped in ("director_name", "index", "job"):
+            found.pop(dropped)
+        return {k[:255]: str(v)[:255] for k, v in found.items() if v is not None}
 
     def delete_snapshot(self, snapshot_cid: str) -> None:
         try:

@@ -277,6 +277,9 @@ def test_disk_type_precedence_zone_and_metadata(cloud, cpi_with, stemcell):
         snapshot = cloud.client.get("block-storage", f"/snapshots/{snapshot_cid}")["snapshot"]
         assert snapshot["status"] == "available" and snapshot["description"] == "dep/ig/0/sdb"
         assert snapshot["metadata"]["index"] == "0" and snapshot["metadata"]["device"] == "/dev/sdb"
+        # as the official CPI has them: director for director_name, instance_index (no instance_id: no name)
+        assert snapshot["metadata"]["director"] == "d" and "director_name" not in snapshot["metadata"]
+        assert snapshot["metadata"]["instance_index"] == "0" and "instance_name" not in snapshot["metadata"]
         cpi("delete_snapshot", snapshot_cid)
         cpi("detach_disk", vm_cid, disk_cid)
     finally:

@@ -157,12 +157,17 @@ def test_the_official_cpi_takes_over_what_this_cpi_made(cloud, client, cpi, admi
         hint = cpi("attach_disk", vm_cid, disk_cid)
         cpi("set_vm_metadata", vm_cid, {"director": "bosh-1", "deployment": "cf", "job": "router", "index": "0"})
         cpi("set_disk_metadata", disk_cid, {"director": "bosh-1", "deployment": "cf", "instance_index": "0"})
-        snapshot_cid = cpi("snapshot_disk", disk_cid, {"deployment": "cf", "job": "router", "index": 0,
-                                                       "director_name": "bosh-1", "instance_id": "uuid-1"})
+        snapshot_metadata = {"deployment": "cf", "job": "router", "index": 0, "director_name": "bosh-1",
+                             "director_uuid": "uuid-d", "agent_id": "agent-1", "instance_id": "uuid-1"}
+        snapshot_cid = cpi("snapshot_disk", disk_cid, snapshot_metadata)
 
         # found by its cids alone, as the official CPI looks
         assert official.has_vm(vm_cid) and official.has_disk(disk_cid)
         official.stemcell_image(stemcell)
+        found = client.get("block-storage", f"/snapshots/{snapshot_cid}")["snapshot"]["metadata"]
+        wanted = official.snapshot_metadata(snapshot_metadata)
+        assert wanted.items() <= found.items(), \
+            f"the official CPI's snapshot metadata missing: {wanted.items() - found.items()}"
 
         # the agent boots from this CPI's user_data
         settings = bosh_agent.read_user_data(user_data(admin, vm_cid))

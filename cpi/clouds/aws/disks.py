@@ -29,7 +29,7 @@ from cpi.errors import (
     VMNotFound,
 )
 from cpi.locks import locked
-from cpi.models import gib
+from cpi.models import gib, snapshot_tags
 from cpi.validation import parse
 
 from . import errors, lookups, tags
@@ -379,7 +379,8 @@ class Disks:
 
     def snapshot(self, disk_cid: str, metadata: dict[str, Any]) -> str:
         """CreateSnapshot with description `deployment/job/index/<device>` and the director's
-        metadata as tags. It returns once EBS has the point-in-time copy (state `pending`);
+        metadata as tags, with the keys the official CPI adds (models.snapshot_tags), `device`
+        and `Name`. It returns once EBS has the point-in-time copy (state `pending`);
         waiting for `completed` would hold the director for the whole upload to S3."""
         volume = lookups.volume(self.aws, disk_cid)
         current = lookups.attachment(volume)
@@ -388,9 +389,7 @@ class Disks:
         if device:
             parts.append(device.rsplit("/", 1)[-1])
         description = "/".join(str(p) for p in parts if p not in (None, ""))
-        wanted = {k: v for k, v in metadata.items() if k != "director_name"}
-        if metadata.get("director_name"):
-            wanted["director"] = metadata["director_name"]
+        wanted = snapshot_tags(metadata)
         if device:
             wanted["device"] = device
         if description:

@@ -26,7 +26,7 @@ from cpi.errors import (
     NotSupported,
     VMNotFound,
 )
-from cpi.models import gib
+from cpi.models import gib, snapshot_tags
 from cpi.validation import parse
 
 from . import errors, tags
@@ -336,7 +336,8 @@ class Disks:
 
     def snapshot(self, disk_cid: str, metadata: dict[str, Any]) -> str:
         """A snapshot named after the deployment, job, index (and the device, when attached),
-        with the director's metadata; waited on until `available`."""
+        with the director's metadata and the keys the official CPI adds (models.snapshot_tags);
+        waited on until `available`."""
         volume = self.require(disk_cid)
         attachment = (volume.get("attachments") or [{}])[0]
         device = attachment.get("device")
@@ -344,7 +345,7 @@ class Disks:
         if device:
             parts.append(device.rsplit("/", 1)[-1])
         description = "/".join(str(p) for p in parts if p not in (None, ""))
-        wanted = tags.clean({k: v for k, v in metadata.items() if v is not None})
+        wanted = tags.clean({k: v for k, v in snapshot_tags(metadata).items() if v is not None})
         if device:
             wanted["device"] = device
         body = {"snapshot": {
