@@ -161,13 +161,20 @@ class OfficialOpenStackCpi:
         _wait(gone, f"snapshot {snapshot_cid} deleted")
 
     # -- VMs and stemcells
+    @staticmethod
+    def memberships(metadata: dict[str, str]) -> list[tuple[str, str]]:
+        """The load balancer pool memberships delete_vm removes: (pool_id, member_id) from
+        each `lbaas_pool_*` key of the server's metadata (LoadbalancerConfigurator)."""
+        return [(value.split("/")[0], value.split("/")[1]) for key, value in metadata.items()
+                if key.startswith("lbaas_pool_")]
+
     def delete_vm(self, vm_cid: str) -> list[str]:
         """Returns the ports it deleted."""
         server = self.server(vm_cid)
         if server is None:
             return []
         port_ids = [p.id for p in self.conn.network.ports(device_id=vm_cid)]
-        memberships = {k: v for k, v in (server.metadata or {}).items() if k.startswith("lbaas_pool_")}
+        memberships = self.memberships(server.metadata or {})
         assert not memberships, f"load balancer memberships the loopback cloud cannot remove: {memberships}"
         self.conn.compute.delete_server(vm_cid, ignore_missing=True)
         _wait(lambda: not self.has_vm(vm_cid), f"server {vm_cid} deleted")

@@ -266,3 +266,15 @@ def test_the_official_cpi_deletes_this_cpis_stemcells(cloud, cpi, official, stem
         assert cloud.client.request("image", "GET", f"/v2/images/{heavy}", ok=(200, 404)).status_code == 404
     finally:
         cpi("delete_stemcell", heavy)
+
+
+def test_the_official_cpi_finds_this_cpis_load_balancer_memberships():
+    """delete_vm removes the Octavia pool memberships the server's metadata names: this CPI
+    writes them as the official CPI reads them (the loopback cloud has no Octavia, so this
+    compares the documents)."""
+    from cpi.clouds.openstack import lbaas
+
+    members = [("pool-a", "member-1"), ("pool-b", "member-2")]
+    metadata = {"agent_id": "agent-1", "director_uuid": "uuid-d", **lbaas.metadata_for(members)}
+    assert sorted(OfficialOpenStackCpi.memberships(metadata)) == members
+    assert lbaas.memberships(metadata) == members
