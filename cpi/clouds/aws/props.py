@@ -512,6 +512,9 @@ class StemcellCloudProperties(BaseModel):
         "hvm", description="Heavy: `hvm`. `paravirtual` is accepted as the official CPI's key, and a heavy "
         "stemcell asking for it is refused, saying why: no current instance type runs paravirtual images."
     )
+    kernel_id: str | None = Field(
+        None, description="Heavy, paravirtual: the official CPI's kernel. Accepted, no effect: a paravirtual "
+        "stemcell is refused (see `virtualization_type`).")
     root_device_name: str = Field(
         "/dev/xvda", pattern=r"^/dev/[a-z0-9]+$", description="Heavy: the image's root device."
     )
