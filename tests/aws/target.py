@@ -125,7 +125,12 @@ class AwsTarget(Target):
                 return attachment["InstanceId"]
         return None
 
-    tags_stemcells = False  # stemcell_args() is a light stemcell: the AMI is not the CPI's
+    @property
+    def tags_stemcells(self) -> bool:  # type: ignore[override]
+        """stemcell_args() is a light stemcell: its AMI is tagged, as the official CPI tags it,
+        only when this account owns it (moto's seeded one; a real account's public AMI not)."""
+        owned = self.ec2.describe_images(Owners=["self"])["Images"]
+        return any(image["ImageId"] == self.ami_id for image in owned)
 
     def stemcell_tags(self, stemcell_cid: str) -> dict[str, str]:
         image_id = stemcell_cid.removesuffix(" light")

@@ -322,6 +322,20 @@ def xen_vm(cpi, stemcell, ips, account):
     cpi("delete_vm", vm_cid)
 
 
+def test_the_jobs_default_iam_instance_profile_goes_to_vms_whose_vm_type_names_none(make_cpi, stemcell, ips, ec2,
+                                                                                     account):
+    """aws.default_iam_instance_profile, as the official job's: by name or by ARN."""
+    iam = moto_env.client("iam", account.endpoint)
+    arn = iam.create_instance_profile(InstanceProfileName="bosh-default")["InstanceProfile"]["Arn"]
+    for default in ("bosh-default", arn):
+        cpi = make_cpi(default_iam_instance_profile=default)
+        vm_cid, _ = cpi("create_vm", "agent-default-profile", stemcell, VM_PROPS, ips.network(), [], {})
+        try:
+            assert instance(ec2, vm_cid)["IamInstanceProfile"]["Arn"] == arn
+        finally:
+            cpi("delete_vm", vm_cid)
+
+
 def test_attach_hints_nvme_by_id_on_nitro_and_sd_letters_elsewhere(cpi, nitro_vm, xen_vm, ec2):
     nitro_disk = cpi("create_disk", 1024, {}, nitro_vm)
     attach = cpi.call("attach_disk", nitro_vm, nitro_disk)

@@ -50,8 +50,8 @@ def test_stemcell_create_delete_twice(target):
 
 
 def test_stemcell_v3_env_tags_argument(target):
-    """API v3's third argument tags the image the CPI makes; a light stemcell's image is
-    someone else's, and stays as it was."""
+    """API v3's third argument tags the image the CPI makes, and a light stemcell's image
+    when the account owns it; someone else's stays as it was."""
     tags = {"team": "cpi", "director": "d-lifecycle"}
     plain = target.cpi("create_stemcell", *target.stemcell_args())  # v2: no tags
     try:

@@ -300,6 +300,28 @@ def test_light_stemcell(cloud, cpi):
     assert err["type"] == "Bosh::Clouds::CloudError" and "not found" in err["message"]
 
 
+def test_stemcell_public_visibility_makes_a_public_image(cloud, env, cpi_with, tmp_path):
+    """openstack.stemcell_public_visibility, as the official job's: a heavy stemcell's image
+    is public (every project of the cloud can boot it). Glance lets only an admin publicize:
+    anyone else is told so."""
+    image = tmp_path / "image"
+    with tarfile.open(image, "w:gz") as tar:
+        info = tarfile.TarInfo("root.img")
+        info.size = 1024 * 1024
+        tar.addfile(info, io.BytesIO(b"\0" * info.size))
+    args = (str(image), {"name": "bosh-public", "version": "1", "disk_format": "raw"})
+    error = cpi_with(stemcell_public_visibility=True).call("create_stemcell", *args).error
+    assert error["type"] == "Bosh::Clouds::CloudError" and "publicize_image" in error["message"]
+    admin = env["admin"]
+    public = cpi_with(stemcell_public_visibility=True, username=admin["username"], api_key=admin["password"],
+                      project=admin["project_name"], project_id=None)
+    stemcell_cid = public("create_stemcell", *args)
+    try:
+        assert cloud.client.get("image", f"/v2/images/{stemcell_cid}")["visibility"] == "public"
+    finally:
+        public("delete_stemcell", stemcell_cid)
+
+
 def test_heavy_stemcell_upload_boot_and_delete(cloud, cpi, tmp_path):
     payload = b"\0" * (2 * 1024 * 1024)
     image = tmp_path / "image"
