@@ -28,10 +28,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from cpi import plan
 from cpi.errors import CloudError
+
+if TYPE_CHECKING:
+    from cpi import transitions
 
 T = TypeVar("T")
 
@@ -75,6 +78,7 @@ def until(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     check_first: bool = False,
+    history: transitions.History | None = None,
 ) -> T | None:
     """Look with `check` until it reports done and return its `value`; WaitTimeout after
     `timeout` seconds.
@@ -83,7 +87,8 @@ def until(
     `setting` names the property `timeout` comes from ("state_timeout"), for the error.
     `log` defaults to the logger of the calling module. With `check_first` the first look
     is immediate (the state may already be reached); otherwise it comes after the
-    schedule's first pause."""
+    schedule's first pause. With `history` (cpi.transitions), the pauses follow how long
+    this kind of transition took lately, and this one's duration is added to it."""
     if log is None:
         log = logging.getLogger(sys._getframe(1).f_globals.get("__name__", __name__))
     if plan.active is not None:  # a plan changes nothing, so there is nothing to wait for
@@ -91,12 +96,15 @@ def until(
         log.info("plan: the call would wait for %s (at most %.0fs)", what, timeout)
         return None
     started = clock()
-    delays = schedule.delays()
+    learned = history.schedule(schedule.factor, schedule.cap) if history is not None else None
+    delays = (learned or schedule).delays()
     looks = 0
     last_state = None
+    not_yet = 0.0  # when a look last found it not done: the transition ended after that
     if not check_first:
         sleep(next(delays))
     while True:
+        looked = clock() - started
         result = check()
         looks += 1
         if result.state != last_state:
@@ -105,7 +113,10 @@ def until(
             last_state = result.state
         if result.done:
             log.info("%s: done after %.2fs, %d look%s", what, clock() - started, looks, "" if looks == 1 else "s")
+            if history is not None and not (check_first and looks == 1):  # not: done before it began
+                history.record((not_yet + looked) / 2)
             return result.value
+        not_yet = looked
         delay = next(delays)
         elapsed = clock() - started
         if elapsed + delay > timeout:

@@ -255,6 +255,33 @@ def test_attached_disk_answers_with_its_hint(cloud, cpi, stemcell, shared_vm):
             cpi("delete_disk", disk_cid)
 
 
+def test_volume_waits_keep_how_long_cinder_took(cloud, env, tmp_path):
+    """#23: each finished wait records its duration (cpi.transitions) in a private file of the
+    CPI user's cache, named by a digest of the cloud and the kind, so the next one looks when
+    the volume is about to be ready."""
+    import stat
+
+    from tests.openstack import target as os_target
+    from tests.support.runner import COLD_ENV, Cpi
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    # its own HOME, and no helper: nothing of this test outlives it
+    cpi = Cpi(os_target.write_config(tmp_path / "cpi.json", env), env={**COLD_ENV, "HOME": str(home)})
+    for _ in range(2):
+        disk_cid = cpi("create_disk", 1024, {}, None)
+        cpi("delete_disk", disk_cid)
+    kept = home / ".cache" / "bosh-cpi" / "transitions"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o700
+    files = sorted(kept.iterdir())
+    assert len(files) == 2  # volume available, volume deleted
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert env["auth_url"].split("//")[-1].split(":")[0] not in path.name
+        durations = json.loads(path.read_text())
+        assert len(durations) == 2 and all(0 < d < 60 for d in durations)
+
+
 def test_disk_type_precedence_zone_and_metadata(cloud, cpi_with, stemcell):
     vt = (cloud.env.get("volume_type") or {}).get("name")
     if not vt:

@@ -331,7 +331,8 @@ class Disks:
 
         what = f"volume {disk_cid} to {'attach to' if attached else 'detach from'} {vm_cid}"
         waits.until(check, what=what, timeout=self.properties.volume_wait_timeout, setting="volume_wait_timeout",
-                    schedule=VOLUME_WAIT)
+                    schedule=VOLUME_WAIT,
+                    history=self.properties.history(f"volume {'attached' if attached else 'detached'}"))
 
     def _requires_nvme(self, instance_type: str) -> bool:
         if not self.properties.enable_describe_instance_types:
@@ -433,7 +434,7 @@ class Disks:
             return waits.Check(state == state_wanted, state)
 
         waits.until(check, what=what, timeout=self.properties.volume_wait_timeout, setting="volume_wait_timeout",
-                    schedule=VOLUME_WAIT)
+                    schedule=VOLUME_WAIT, history=self.properties.history(f"volume {state_wanted}"))
 
 
 def _hint(device: str, disk_cid: str, nvme: bool) -> str:

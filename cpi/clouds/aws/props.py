@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -31,6 +31,9 @@ from pydantic import (
 
 from cpi import private
 from cpi.models import StrictModel as _Strict
+
+if TYPE_CHECKING:
+    from cpi.transitions import History
 
 #: The setting that chooses the lock directory, as errors name it.
 LOCK_DIR_SETTING = "cloud.properties.aws.lock_dir"
@@ -289,6 +292,14 @@ class AwsProperties(_Strict):
     @property
     def signing_region(self) -> str:
         return self.region or "us-east-1"
+
+    def history(self, kind: str) -> History:
+        """How long `kind` of transition ("volume attached") took lately against this EC2
+        endpoint and region (cpi.transitions): its waits look when it is about to end.
+        Imported here, not at the top: `info` reads this module and needs none of it."""
+        from cpi.transitions import History
+
+        return History(f"aws {self.ec2_endpoint or '-'} {self.signing_region} {kind}")
 
     def lock_directory(self) -> Path:
         """The lock directory, created or checked private to the CPI's user (cpi.private):

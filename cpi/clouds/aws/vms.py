@@ -93,7 +93,7 @@ class Vms:
         vm_cid = instance["InstanceId"]
         log.info("launched %s (%s) from %s in %s", vm_cid, props.instance_type, image["ImageId"], plan.subnet)
         try:
-            self._wait_running(vm_cid, instance)
+            self._wait_running(vm_cid, instance, props.instance_type)
             interfaces.delete_on_termination()
             # a VM of several interfaces is a route's target by its primary interface (EC2
             # refuses an instance of several as one)
@@ -299,7 +299,7 @@ class Vms:
             retryable = error_code in RETRYABLE_LAUNCH_CODES or errors.classifier()(exc).retryable
             raise VMCreationFailed(cause.message, ok_to_retry=retryable) from None
 
-    def _wait_running(self, vm_cid: str, launched: dict[str, Any]) -> None:
+    def _wait_running(self, vm_cid: str, launched: dict[str, Any], instance_type: str) -> None:
         if launched.get("State", {}).get("Name") == "running":
             return  # some EC2-compatible clouds answer RunInstances with a running VM
 
@@ -324,7 +324,8 @@ class Vms:
             )
 
         waits.until(check, what=f"instance {vm_cid} to be running", timeout=self.properties.vm_wait_timeout,
-                    setting="vm_wait_timeout", schedule=INSTANCE_WAIT)
+                    setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
+                    history=self.properties.history(f"instance running {instance_type}"))
 
     def _associate_elastic_ip(self, vm_cid: str, plan: NetworkPlan, interfaces: nics.Interfaces) -> None:
         """The Elastic IP goes to the interface of the vip network's nic_group (the primary
@@ -424,7 +425,8 @@ class Vms:
             return waits.Check(False, found["State"]["Name"])
 
         waits.until(check, what=f"instance {vm_cid} to terminate", timeout=self.properties.vm_wait_timeout,
-                    setting="vm_wait_timeout", schedule=INSTANCE_WAIT)
+                    setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
+                    history=self.properties.history("instance terminated"))
 
     def exists(self, vm_cid: str) -> bool:
         return lookups.instance(self.aws, vm_cid, missing_ok=True) is not None

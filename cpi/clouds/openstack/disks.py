@@ -33,7 +33,7 @@ from . import errors, tags
 from .props import DiskCloudProperties, OpenStackProperties
 from .session import VOLUME_EXTEND_IN_USE_MICROVERSION, OpenStack
 from .vms import Vms, _quote
-from .waits import poll_schedule
+from .waits import history, poll_schedule
 
 log = logging.getLogger("cpi.clouds.openstack")
 
@@ -63,8 +63,10 @@ class Disks:
             raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
         return volume
 
-    def _wait(self, disk_cid: str, what: str, done, *, gone_ok: bool = False) -> dict[str, Any] | None:
-        """Poll the volume until `done(volume)`; an `error*` status aborts."""
+    def _wait(self, disk_cid: str, what: str, done, *, gone_ok: bool = False,
+              kind: str | None = None) -> dict[str, Any] | None:
+        """Poll the volume until `done(volume)`; an `error*` status aborts. `kind` names the
+        transition for cpi.transitions, so the looks come when it usually ends."""
 
         def check() -> waits.Check:
             volume = self.volume(disk_cid)
@@ -78,7 +80,8 @@ class Disks:
             return waits.Check(done(volume), status, volume)
 
         return waits.until(check, what=f"volume {disk_cid} to {what}", timeout=self.properties.state_timeout,
-                           setting="state_timeout", schedule=poll_schedule(self.properties))
+                           setting="state_timeout", schedule=poll_schedule(self.properties),
+                           history=history(self.properties, f"volume {kind}") if kind else None)
 
     # ------------------------------------------------------------ create / delete
 
@@ -108,7 +111,7 @@ class Disks:
             raise
         disk_cid = created["id"]
         try:
-            self._wait(disk_cid, "be available", lambda v: v["status"] == "available")
+            self._wait(disk_cid, "be available", lambda v: v["status"] == "available", kind="available")
         except BaseException:
             log.warning("volume %s did not become available; deleting it", disk_cid)
             try:
@@ -150,7 +153,7 @@ class Disks:
         if response.status_code == 404:
             log.info("disk %s not found: nothing to delete", disk_cid)
             return
-        self._wait(disk_cid, "be deleted", lambda v: False, gone_ok=True)
+        self._wait(disk_cid, "be deleted", lambda v: False, gone_ok=True, kind="deleted")
         log.info("deleted volume %s", disk_cid)
 
     def exists(self, disk_cid: str) -> bool:
@@ -224,7 +227,8 @@ class Disks:
                     raise CloudError(f"cannot attach disk '{disk_cid}' to VM '{vm_cid}': {exc.message}"
                                      f"{_holder_note(volume, vm_cid)}") from None
                 raise
-            self._wait(disk_cid, f"attach to {vm_cid}", lambda v: v["status"] == "in-use" and _attached_to(v, vm_cid))
+            self._wait(disk_cid, f"attach to {vm_cid}", lambda v: v["status"] == "in-use" and _attached_to(v, vm_cid),
+                       kind="attached")
             hint = _hint(recorded)
             log.info("attached %s to %s as %s", disk_cid, vm_cid, hint)
             return hint
@@ -240,7 +244,8 @@ class Disks:
         return found[0] if found else None
 
     def _existing_hint(self, vm_cid: str, disk_cid: str) -> str:
-        self._wait(disk_cid, f"attach to {vm_cid}", lambda v: v["status"] == "in-use" and _attached_to(v, vm_cid))
+        self._wait(disk_cid, f"attach to {vm_cid}", lambda v: v["status"] == "in-use" and _attached_to(v, vm_cid),
+                       kind="attached")
         for attachment in self.vms.attachments(vm_cid):
             if attachment.get("volumeId") == disk_cid:
                 return _hint(attachment.get("device"))
@@ -303,7 +308,8 @@ class Disks:
             self.vms.require(vm_cid)
             raise DiskNotAttached(f"disk '{disk_cid}' is not attached to VM '{vm_cid}'")
         self._wait(disk_cid, f"detach from {vm_cid}",
-                   lambda v: not _attached_to(v, vm_cid) and v["status"] != "detaching", gone_ok=True)
+                   lambda v: not _attached_to(v, vm_cid) and v["status"] != "detaching", gone_ok=True,
+                   kind="detached")
         self._wait_released(vm_cid, disk_cid)
         log.info("detached %s from %s", disk_cid, vm_cid)
 

@@ -29,7 +29,7 @@ from cpi.validation import parse
 from . import errors, flavors, lbaas, networks, tags
 from .props import OpenStackProperties, VMCloudProperties
 from .session import OpenStack
-from .waits import poll_schedule
+from .waits import history, poll_schedule
 
 log = logging.getLogger("cpi.clouds.openstack")
 
@@ -105,29 +105,36 @@ class Vms:
         try:
             self.api.authenticate()
             image_id = stemcell_cid.split(" ", 1)[0]  # "<id> light" for light stemcells
-            with ThreadPoolExecutor(3) as pool:  # independent lookups: one round trip instead of three
-                flavor_f = pool.submit(flavors.find, self.api, props.instance_type)
-                groups_f = (pool.submit(networks.resolve_security_groups, self.api, wanted_groups)
-                            if wanted_groups else None)
-                fip_f = (pool.submit(networks.find_floating_ip, self.api, plan.vip.ip, plan.vip_name)
-                         if plan.vip and plan.vip.ip and plan.vip_name else None)  # networks.plan checked both
-                flavor = flavor_f.result()
-                group_ids = groups_f.result() if groups_f else []
-                floating_ip = fip_f.result() if fip_f else None
-            boot_volume = self._boot_volume(props, flavor, image_id)
             # agent_id and director_uuid from the first request on: a port or server left by a
             # create_vm killed mid-way can be found and attributed
             origin = {"agent_id": agent_id}
             if self.context.director_uuid:
                 origin["director_uuid"] = self.context.director_uuid
-            for planned in plan.networks:
-                if planned.properties.net_id:
-                    planned.port = networks.create_port(
-                        self.api, planned, name=f"{server_name}-{planned.name}", origin=origin,
-                        security_group_ids=group_ids,
-                        address_pairs=props.address_pairs if planned.network.type == "manual" else [],
-                    )
-                    made.ports.append(planned.port["id"])
+            # independent requests at once: the flavor and a vip's floating IP are looked up
+            # while the security groups are resolved and then the ports made, so the server's
+            # POST waits for the slowest of them rather than for their sum
+            with ThreadPoolExecutor(4) as pool:
+                flavor_f = pool.submit(flavors.find, self.api, props.instance_type)
+                fip_f = (pool.submit(networks.find_floating_ip, self.api, plan.vip.ip, plan.vip_name)
+                         if plan.vip and plan.vip.ip and plan.vip_name else None)  # networks.plan checked both
+                group_ids = networks.resolve_security_groups(self.api, wanted_groups) if wanted_groups else []
+                ports = [(planned, pool.submit(
+                    networks.create_port, self.api, planned, name=f"{server_name}-{planned.name}", origin=origin,
+                    security_group_ids=group_ids,
+                    address_pairs=props.address_pairs if planned.network.type == "manual" else []))
+                    for planned in plan.networks if planned.properties.net_id]
+                failures = []
+                for planned, port_f in ports:  # every port made is recorded before any error is raised
+                    try:
+                        planned.port = port_f.result()
+                        made.ports.append(planned.port["id"])
+                    except Exception as exc:  # noqa: BLE001 - raised below, once the others are recorded
+                        failures.append(exc)
+                if failures:
+                    raise failures[0]
+                flavor = flavor_f.result()
+                floating_ip = fip_f.result() if fip_f else None
+            boot_volume = self._boot_volume(props, flavor, image_id)
             user_data = self._user_data(agent_id, server_name, nets, plan, flavor, env)
             body = self._server_body(server_name, props, plan, flavor, image_id, boot_volume, user_data, wanted_groups,
                                      env, origin)
@@ -140,7 +147,7 @@ class Vms:
                 log.info("creating server %s (%s) from %s%s", made.server, flavor["name"], image_id,
                          f" in {zone}" if zone else "")
                 try:
-                    self._wait_active(made.server)
+                    self._wait_active(made.server, f"{flavor['name']} {'volume' if boot_volume else 'image'}")
                     break
                 except ServerFailed as exc:
                     if not (exc.no_valid_host and index + 1 < len(zones)):
@@ -262,7 +269,8 @@ class Vms:
         found = self.api.get("compute", f"/servers?{query}")["servers"]
         return found[0] if found else None
 
-    def _wait_active(self, vm_cid: str) -> None:
+    def _wait_active(self, vm_cid: str, kind: str) -> None:
+        """Until ACTIVE, looking when servers of this `kind` (flavor, boot source) usually are."""
         def check() -> waits.Check:
             server = self.server(vm_cid)
             if server is None:
@@ -282,7 +290,8 @@ class Vms:
             return waits.Check(False, f"{status} ({task})" if task else status)
 
         waits.until(check, what=f"server {vm_cid} to be ACTIVE", timeout=self.properties.state_timeout,
-                    setting="state_timeout", schedule=poll_schedule(self.properties))
+                    setting="state_timeout", schedule=poll_schedule(self.properties),
+                    history=history(self.properties, f"server ACTIVE {kind}"))
 
     def _nova_port(self, vm_cid: str, planned: networks.PlannedNetwork) -> dict[str, Any]:
         ports = networks.server_ports(self.api, vm_cid)
@@ -365,7 +374,8 @@ class Vms:
             return waits.Check(False, f"{server.get('status')} ({task})" if task else server.get("status", "?"))
 
         waits.until(check, what=f"server {vm_cid} to be deleted", timeout=self.properties.state_timeout,
-                    setting="state_timeout", schedule=poll_schedule(self.properties))
+                    setting="state_timeout", schedule=poll_schedule(self.properties),
+                    history=history(self.properties, "server deleted"))
         return True
 
     def delete(self, vm_cid: str) -> None:

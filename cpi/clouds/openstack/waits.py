@@ -10,6 +10,7 @@ handful of requests. Every wait is bounded by `state_timeout`, which callers nam
 
 from __future__ import annotations
 
+from cpi.transitions import History
 from cpi.waits import Schedule
 
 from .props import OpenStackProperties
@@ -21,3 +22,9 @@ FACTOR = 1.5
 def poll_schedule(properties: OpenStackProperties) -> Schedule:
     """0.25 s, then half as long again each time, at most `wait_resource_poll_interval`."""
     return Schedule(first=FIRST, factor=FACTOR, cap=properties.wait_resource_poll_interval)
+
+
+def history(properties: OpenStackProperties, kind: str) -> History:
+    """How long `kind` of transition ("server ACTIVE m1.small image") took lately on this
+    cloud (cpi.transitions): the waits for it look when it is about to end."""
+    return History(f"openstack {properties.auth_url} {properties.region or '-'} {kind}")
