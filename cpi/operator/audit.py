@@ -49,8 +49,10 @@ def select(path: Path, *, request_id: str | None = None, resource: str | None = 
     given; a line whose time cannot be read never matches `since`."""
     from cpi import audit
 
+    # the values' own bytes first: a line without them is never decoded
+    needles = tuple(audit.needle(value) for value in (request_id, resource, action) if value)
     entries = []
-    for entry in audit.read(path):
+    for entry in audit.read(path, needles, audit.time_bytes(since) if since is not None else None):
         if request_id and entry.get("request_id") != request_id:
             continue
         if resource and entry.get("resource_id") != resource:
