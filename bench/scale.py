@@ -1,0 +1,197 @@
+"""Whether a call's cost stays flat as the account fills up (#23): the per-call methods with
+10 and with 1,000 VMs and disks around, and `cpi audit` on a trail of a million lines.
+
+- aws: a moto server started here; has_vm, has_disk, attach_disk, detach_disk, delete_disk
+  and delete_vm of one VM and disk, first with 10 other instances and volumes in the
+  account, then with 1,000 (moto keeps them in memory: what grows is what a listing would
+  read; lookups by id do not).
+- local: create_disk, has_disk, attach_disk, detach_disk, delete_disk with 10, then 1,000
+  other disks in the state dir.
+- audit: `cpi audit` (a whole process) by request id, by resource and by a recent --since,
+  on a trail of 10,000 and of 1,000,000 lines.
+
+Every figure is the median of `-n` whole bin/cpi (or `cpi`) processes, and the ratio is the
+one at 1,000 (or a million) to the one at 10 (or ten thousand).
+
+    .venv/bin/python bench/scale.py [-n 7] [--only aws,local,audit]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def cpi(config: Path, home: Path, method: str, *arguments: Any) -> tuple[float, Any]:
+    request = json.dumps({"method": method, "arguments": list(arguments), "api_version": 2,
+                          "context": {"director_uuid": "bench", "request_id": f"cpi-{uuid.uuid4().hex[:6]}"}})
+    started = time.perf_counter()
+    proc = subprocess.run([str(ROOT / "bin" / "cpi"), str(config)], input=request.encode(), capture_output=True,
+                          env={**ENV, "HOME": str(home)}, cwd="/", check=False)
+    elapsed = time.perf_counter() - started
+    doc = json.loads(proc.stdout)
+    if doc["error"]:
+        raise SystemExit(f"{method} failed: {doc['error']}\n{doc['log'][-2000:]}")
+    return elapsed, doc["result"]
+
+
+def rounds(n: int, config: Path, home: Path, make_vm, make_disk_args) -> dict[str, float]:
+    """Medians of the per-call methods over `n` rounds on one VM and a new disk each round."""
+    times: dict[str, list[float]] = {}
+
+    def timed(method: str, *arguments: Any, label: str = "") -> Any:
+        elapsed, result = cpi(config, home, method, *arguments)
+        times.setdefault(label or method, []).append(elapsed)
+        return result
+
+    vm_cid = make_vm()
+    for _ in range(n):
+        disk_cid = timed("create_disk", *make_disk_args(vm_cid))
+        timed("has_vm", vm_cid)
+        timed("has_disk", disk_cid)
+        timed("attach_disk", vm_cid, disk_cid)
+        timed("detach_disk", vm_cid, disk_cid)
+        timed("delete_disk", disk_cid)
+        timed("has_disk", disk_cid, label="has_disk (deleted)")
+        timed("delete_disk", disk_cid, label="delete_disk (deleted)")
+    return {method: statistics.median(values) for method, values in times.items()}
+
+
+def aws(n: int, work: Path) -> list[tuple[str, float, float]]:
+    from tests.aws import moto_env
+
+    server = moto_env.MotoServer()
+    try:
+        account = moto_env.seed(server.url)
+        ec2 = account.ec2()
+        config = account.write_config(work / "aws.json")
+        stemcell = cpi(config, work, "create_stemcell", "", {"ami": {moto_env.REGION: account.ami_id}})[1]
+        networks = {"default": {"type": "manual", "ip": "10.0.2.50", "netmask": "255.255.240.0",
+                                "gateway": "10.0.0.1", "cloud_properties": {"subnet": account.subnet_id}}}
+        vm_props = {"instance_type": "m5.large", "availability_zone": moto_env.ZONE}
+        vms: list[str] = []
+
+        def make_vm() -> str:
+            if vms:
+                return vms[0]
+            vms.append(cpi(config, work, "create_vm", "agent-scale", stemcell, vm_props, networks, [], {})[1][0])
+            return vms[0]
+
+        def fill(count: int) -> None:
+            ec2.run_instances(ImageId=account.ami_id, InstanceType="t3.micro", MinCount=count, MaxCount=count,
+                              SubnetId=account.subnet_id,
+                              TagSpecifications=[{"ResourceType": "instance",
+                                                  "Tags": [{"Key": "agent_id", "Value": "filler"}]}])
+            for _ in range(count):
+                ec2.create_volume(Size=1, AvailabilityZone=moto_env.ZONE)
+
+        fill(10)
+        small = rounds(n, config, work, make_vm, lambda vm: (1024, {}, vm))
+        fill(990)
+        large = rounds(n, config, work, make_vm, lambda vm: (1024, {}, vm))
+        cpi(config, work, "delete_vm", vms[0])
+        return [(f"aws {m}", small[m], large[m]) for m in small]
+    finally:
+        server.stop()
+
+
+def local(n: int, work: Path) -> list[tuple[str, float, float]]:
+    state = work / "local-state"
+    config = work / "local.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {"state_dir": str(state)}}}}))
+    image = work / "image"  # the local cloud takes any file as a stemcell image
+    image.write_bytes(b"x" * 4096)
+    stemcell = cpi(config, work, "create_stemcell", str(image), {})[1]
+    networks = {"default": {"type": "manual", "ip": "10.244.0.60", "netmask": "255.255.255.0",
+                            "gateway": "10.244.0.1", "cloud_properties": {}}}
+    vm_cid = cpi(config, work, "create_vm", "agent-scale", stemcell, {}, networks, [], {})[1][0]
+    made: list[str] = []
+
+    def fill(count: int) -> None:
+        # through the CPI itself, so the state dir holds what it would hold: fast requests,
+        # one process each, kept off the clock
+        for _ in range(count):
+            made.append(cpi(config, work, "create_disk", 1, {}, None)[1])
+
+    fill(10)
+    small = rounds(n, config, work, lambda: vm_cid, lambda vm: (64, {}, vm))
+    fill(990)
+    large = rounds(n, config, work, lambda: vm_cid, lambda vm: (64, {}, vm))
+    cpi(config, work, "delete_vm", vm_cid)
+    return [(f"local {m}", small[m], large[m]) for m in small]
+
+
+def audit(n: int, work: Path) -> list[tuple[str, float, float]]:
+    def trail(lines: int) -> Path:
+        path = work / f"audit-{lines}" / "audit.log"
+        path.parent.mkdir(mode=0o700)
+        start = time.time() - lines * 0.5
+        with open(path, "wb") as handle:
+            for index in range(lines):
+                when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start + index * 0.5)) + ".000Z"
+                entry = {"time": when, "request_id": f"cpi-{index:07d}", "director_uuid": "bench",
+                         "method": "attach_disk", "cloud": "aws", "action": "attach", "resource_type": "disk",
+                         "resource_id": f"vol-{index:017x}", "changes": {"old": None, "new": {
+                             "vm_cid": f"i-{index % 997:017x}", "device": "/dev/sdf"}}, "pid": 4242}
+                handle.write((json.dumps(entry, ensure_ascii=True) + "\n").encode())
+        path.chmod(0o600)
+        return path
+
+    def query(path: Path, *flags: str) -> float:
+        values = []
+        for _ in range(n):
+            started = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "cpi.cli", "audit", "--file", str(path), "--json", *flags],
+                                  capture_output=True, cwd=ROOT, check=False)
+            values.append(time.perf_counter() - started)
+            if proc.returncode != 0 or not proc.stdout:
+                raise SystemExit(f"cpi audit {' '.join(flags)}: {proc.returncode} {proc.stderr.decode()[-500:]}")
+        return statistics.median(values)
+
+    small, large = trail(10_000), trail(1_000_000)
+    found = []
+    for label, small_flags, large_flags in (
+            ("--request-id", ["--request-id", "cpi-0009000"], ["--request-id", "cpi-0900000"]),
+            ("--resource", ["--resource", f"vol-{9000:017x}"], ["--resource", f"vol-{900000:017x}"]),
+            ("--since 10m", ["--since", "10m"], ["--since", "10m"])):
+        found.append((f"cpi audit {label}", query(small, *small_flags), query(large, *large_flags)))
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=7, help="processes per figure (the median is reported)")
+    parser.add_argument("--only", default="aws,local,audit", help="comma-separated: aws, local, audit")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="cpi-scale-"))
+    work.chmod(0o700)
+    load_before = os.getloadavg()
+    rows: list[tuple[str, float, float]] = []
+    sections = {"aws": aws, "local": local, "audit": audit}
+    for name in [s.strip() for s in args.only.split(",") if s.strip()]:
+        rows += sections[name](args.n, work)
+    load_after = os.getloadavg()
+    print(f"bench/scale.py: medians of {args.n} whole processes; load average {load_before[0]:.2f} before, "
+          f"{load_after[0]:.2f} after; {os.cpu_count()} cores")
+    print(f"{'call':28} {'at 10 (10k lines)':>18} {'at 1,000 (1M lines)':>20} {'ratio':>6}")
+    for name, small, large in rows:
+        print(f"{name:28} {small * 1000:15.1f} ms {large * 1000:17.1f} ms {large / small:6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
