@@ -7,13 +7,15 @@
   read; lookups by id do not).
 - local: create_disk, has_disk, attach_disk, detach_disk, delete_disk with 10, then 1,000
   other disks in the state dir.
+- openstack: the loopback services (tests/openstack/setup.sh), the same calls and `cpi list
+  vms`, with 10 and 1,000 other servers and volumes in the CPI's project.
 - audit: `cpi audit` (a whole process) by request id, by resource and by a recent --since,
   on a trail of 10,000 and of 1,000,000 lines.
 
 Every figure is the median of `-n` whole bin/cpi (or `cpi`) processes, and the ratio is the
 one at 1,000 (or a million) to the one at 10 (or ten thousand).
 
-    .venv/bin/python bench/scale.py [-n 7] [--only aws,local,audit]
+    .venv/bin/python bench/scale.py [-n 7] [--only aws,local,openstack,audit]
 """
 
 from __future__ import annotations
@@ -135,6 +137,92 @@ def local(n: int, work: Path) -> list[tuple[str, float, float]]:
     return [(f"local {m}", small[m], large[m]) for m in small]
 
 
+def openstack(n: int, work: Path) -> list[tuple[str, float, float]]:
+    """The loopback services: fillers are servers without networks (`networks: none`, the
+    fake driver) and volumes of 1 GiB, made by the admin in the CPI's project with its
+    quotas raised for the run and put back after; `cpi list vms` is timed too."""
+    import concurrent.futures
+    import ipaddress
+
+    from tests.openstack.target import Client, write_config
+
+    env = json.loads((Path(os.environ.get("OS_STATE_DIR", "/var/tmp/cpi-openstack")) / "cpi-openstack.json")
+                     .read_text())
+    user, admin = Client(env), Client(env, admin=True)
+    project = env["project_id"]
+    config = write_config(work / "openstack.json", env, token_cache=True, token_cache_dir=str(work / "tokens"))
+    quotas = {"compute": admin.get("compute", f"/os-quota-sets/{project}")["quota_set"]["instances"],
+              "block-storage": admin.get("block-storage", f"/os-quota-sets/{project}")["quota_set"]["volumes"]}
+    admin.request("compute", "PUT", f"/os-quota-sets/{project}", json={"quota_set": {"instances": 1200}})
+    admin.request("block-storage", "PUT", f"/os-quota-sets/{project}", json={"quota_set": {"volumes": 1200}})
+    servers: list[str] = []
+    volumes: list[str] = []
+
+    def fill(count: int) -> None:
+        for start in range(0, count, 100):
+            batch = min(100, count - start)
+            user.request("compute", "POST", "/servers", json={"server": {
+                "name": "bench-filler", "flavorRef": env["flavors"][env["flavor"]]["id"],
+                "imageRef": env["image"]["id"], "networks": "none", "min_count": batch, "max_count": batch}})
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            made = pool.map(lambda _: user.request("block-storage", "POST", "/volumes", json={
+                "volume": {"size": 1, "name": "bench-filler"}})["volume"]["id"], range(count))
+            volumes.extend(made)
+        deadline = time.monotonic() + 1800
+        while time.monotonic() < deadline:
+            listed = user.get("compute", "/servers/detail?name=bench-filler&limit=2000")["servers"]
+            building = [s for s in listed if s["status"] == "BUILD"]
+            if len(listed) >= len(servers) + count and not building:
+                servers[:] = [s["id"] for s in listed]
+                return
+            time.sleep(2)
+        raise SystemExit("fillers not ACTIVE within 30 minutes")
+
+    def timed_list() -> float:
+        values = []
+        for _ in range(n):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "cpi.cli", "list", "vms", "--config", str(config), "--json"],
+                           capture_output=True, cwd=ROOT, check=True, env={**os.environ, "HOME": str(work)})
+            values.append(time.perf_counter() - started)
+        return statistics.median(values)
+
+    try:
+        stemcell = cpi(config, work, "create_stemcell", "",
+                       {"name": "bench", "version": "1", "image_id": env["image"]["id"]})[1]
+        ip = str(ipaddress.ip_address(env["free_ip_range"]["start"]) + 160)
+        networks = {"default": {"type": "manual", "ip": ip, "netmask": "255.255.255.0",
+                                "gateway": env["subnet"]["gateway_ip"],
+                                "cloud_properties": {"net_id": env["network"]["id"]}}}
+        vm: list[str] = []
+
+        def make_vm() -> str:
+            if not vm:
+                vm.append(cpi(config, work, "create_vm", "agent-scale", stemcell, {"instance_type": env["flavor"]},
+                              networks, [], {})[1][0])
+            return vm[0]
+
+        fill(10)
+        small = rounds(n, config, work, make_vm, lambda v: (1024, {}, v))
+        small["cpi list vms"] = timed_list()
+        fill(990)
+        large = rounds(n, config, work, make_vm, lambda v: (1024, {}, v))
+        large["cpi list vms"] = timed_list()
+        if vm:
+            cpi(config, work, "delete_vm", vm[0])
+        cpi(config, work, "delete_stemcell", stemcell)
+        return [(f"openstack {m}", small[m], large[m]) for m in small]
+    finally:
+        for server_id in servers:
+            user.request("compute", "DELETE", f"/servers/{server_id}", ok=(204, 404))
+        for volume_id in volumes:
+            user.request("block-storage", "DELETE", f"/volumes/{volume_id}", ok=(202, 404))
+        admin.request("compute", "PUT", f"/os-quota-sets/{project}",
+                      json={"quota_set": {"instances": quotas["compute"]}})
+        admin.request("block-storage", "PUT", f"/os-quota-sets/{project}",
+                      json={"quota_set": {"volumes": quotas["block-storage"]}})
+
+
 def audit(n: int, work: Path) -> list[tuple[str, float, float]]:
     def trail(lines: int) -> Path:
         path = work / f"audit-{lines}" / "audit.log"
@@ -175,13 +263,14 @@ def audit(n: int, work: Path) -> list[tuple[str, float, float]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=7, help="processes per figure (the median is reported)")
-    parser.add_argument("--only", default="aws,local,audit", help="comma-separated: aws, local, audit")
+    parser.add_argument("--only", default="aws,local,openstack,audit",
+                        help="comma-separated: aws, local, openstack, audit")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cpi-scale-"))
     work.chmod(0o700)
     load_before = os.getloadavg()
     rows: list[tuple[str, float, float]] = []
-    sections = {"aws": aws, "local": local, "audit": audit}
+    sections = {"aws": aws, "local": local, "openstack": openstack, "audit": audit}
     for name in [s.strip() for s in args.only.split(",") if s.strip()]:
         rows += sections[name](args.n, work)
     load_after = os.getloadavg()

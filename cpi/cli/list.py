@@ -9,7 +9,7 @@ from cpi import errors
 from cpi.clouds.inventory import KINDS
 
 from .cloud import Opened, add_cloud_options
-from .output import fail, print_json
+from .output import fail, print_json, reading
 
 #: The tags shown as columns, in this order (the rest stay in `tags`).
 TAG_COLUMNS = ("director_uuid", "agent_id", "deployment", "job", "index")
@@ -28,7 +28,8 @@ def add_parser(sub, name: str, summary: str) -> None:
 def list_command(args: argparse.Namespace) -> int:
     try:
         opened = Opened(args.config)
-        resources = opened.cloud.inventory(args.kind)
+        with reading(args.kind):
+            resources = opened.cloud.inventory(args.kind)
     except errors.BoshError as exc:
         return fail("list", exc)
     if args.director_uuid:

@@ -15,7 +15,7 @@ from cpi.operator.orphans import DELETERS, find
 
 from .client import Client
 from .cloud import Opened
-from .output import fail, print_json
+from .output import fail, print_json, reading
 
 
 def add_parser(sub, name: str, summary: str) -> None:
@@ -48,7 +48,8 @@ def orphans_command(args: argparse.Namespace) -> int:
         return 1
     try:
         opened = Opened(args.config)
-        found = find(opened.cloud, args.director_uuid, known_cids)
+        with reading("what the director may have left"):
+            found = find(opened.cloud, args.director_uuid, known_cids)
     except errors.BoshError as exc:
         return fail("orphans", exc)
     if args.json and not args.delete:

@@ -14,6 +14,7 @@ network a cloud-config may name. These are read-only: nothing here changes the I
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +22,15 @@ from typing import Any
 #: What `Cloud.inventory` (`cpi list`, `cpi show`) and `Cloud.available` (`cpi avail`) take.
 KINDS = ("vms", "disks", "stemcells", "snapshots")
 OFFERS = ("images", "sizes", "zones", "networks")
+
+#: Told (what, how many so far) as a cloud reads its listing page after page: the operator's
+#: commands show it, so a listing of thousands is seen to move. None: nobody is looking.
+progress: Callable[[str, int], None] | None = None
+
+
+def read_so_far(what: str, count: int) -> None:
+    if progress is not None:
+        progress(what, count)
 
 
 @dataclass

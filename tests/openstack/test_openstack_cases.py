@@ -282,6 +282,41 @@ def test_volume_waits_keep_how_long_cinder_took(cloud, env, tmp_path):
         assert len(durations) == 2 and all(0 < d < 60 for d in durations)
 
 
+def test_listings_are_read_page_after_page(cloud, cpi, env, tmp_path, monkeypatch):
+    """#23: the listings behind `cpi list` and `cpi orphans` are read page after page (Nova, Cinder and Glance
+    answer at most their maximum, Glance 25 by default, to a request without a limit), and
+    say how far they are. Three disks and three stemcell images on pages of two."""
+    from cpi import opening
+    from cpi.clouds import inventory
+    from cpi.clouds.openstack import inventory as os_inventory
+    from tests.openstack import target as os_target
+
+    disks = [cpi("create_disk", 1024, {}, None) for _ in range(3)]
+    image = tmp_path / "image"
+    with tarfile.open(image, "w:gz") as tar:
+        info = tarfile.TarInfo("root.img")
+        info.size = 64 * 1024
+        tar.addfile(info, io.BytesIO(b"\0" * info.size))
+    stemcells = [cpi("create_stemcell", str(image), {"name": f"bosh-paged-{n}", "version": "1", "disk_format": "raw"})
+                 for n in range(3)]
+    seen: list[tuple[str, int]] = []
+    monkeypatch.setattr(os_inventory, "PAGE", 2)
+    monkeypatch.setattr(inventory, "progress", lambda kind, count: seen.append((kind, count)))
+    try:
+        raw = json.loads(os_target.write_config(tmp_path / "cpi.json", env).read_text())
+        ready = opening.open_cloud(raw, {"request_id": "cpi-list", "director_uuid": "director-uuid-1"})
+        listed = {r.cid for r in ready.cloud.inventory("disks")}
+        assert set(disks) <= listed
+        assert set(stemcells) <= {r.cid for r in ready.cloud.inventory("stemcells")}
+        volumes = [count for kind, count in seen if kind == "volumes"]
+        assert len(volumes) >= 2 and volumes == sorted(volumes) and volumes[-1] >= 3
+    finally:
+        for disk_cid in disks:
+            cpi("delete_disk", disk_cid)
+        for stemcell_cid in stemcells:
+            cpi("delete_stemcell", stemcell_cid)
+
+
 def test_disk_type_precedence_zone_and_metadata(cloud, cpi_with, stemcell):
     vt = (cloud.env.get("volume_type") or {}).get("name")
     if not vt:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cpi.clouds.inventory import Offer, Resource
+from cpi.clouds.inventory import Offer, Resource, read_so_far
 
 from .lookups import GONE
 
@@ -24,6 +24,7 @@ def _pages(aws, operation: str, key: str, **params: Any) -> list[dict[str, Any]]
     while True:
         response = aws.ec2(operation, **params)
         found.extend(response.get(key) or [])
+        read_so_far(key, len(found))
         token = response.get("NextToken")
         if not token:
             return found

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cpi import processes
-from cpi.clouds.inventory import Offer, Resource
+from cpi.clouds.inventory import Offer, Resource, read_so_far
 
 from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord
 
@@ -56,7 +56,14 @@ READERS: dict[str, tuple[type[Any], Callable[[Any], Resource]]] = {
 
 def inventory(store: Store, kind: str) -> list[Resource]:
     record_type, describe = READERS[kind]
-    return [describe(record) for record in store.all(record_type)]
+    found = []
+    for cid in store.cids(record_type):
+        record = store.load(record_type, cid)
+        if record is not None:
+            found.append(describe(record))
+            if len(found) % 100 == 0:
+                read_so_far(kind, len(found))
+    return found
 
 
 def available(store: Store, offer: str) -> list[Offer]:

@@ -4,9 +4,10 @@ create_disk are described "BOSH persistent disk")."""
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
-from cpi.clouds.inventory import Offer, Resource
+from cpi.clouds.inventory import Offer, Resource, read_so_far
 
 from . import flavors
 
@@ -17,9 +18,28 @@ def _strings(metadata: dict[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in (metadata or {}).items()}
 
 
+#: Items asked for per page: a listing is read page after page (limit and marker), since a
+#: service answers at most its own maximum (Nova's and Cinder's osapi_max_limit, 1000 by
+#: default) to a request without them, and would hide the rest.
+PAGE = 500
+
+
+def _pages(api, service: str, path: str, key: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    marker = None
+    while True:
+        query = {"limit": PAGE, **({"marker": marker} if marker else {})}
+        page = api.get(service, f"{path}?{urllib.parse.urlencode(query)}")[key]
+        found.extend(page)
+        read_so_far(key, len(found))
+        if len(page) < PAGE:
+            return found
+        marker = page[-1]["id"]
+
+
 def inventory(api, kind: str) -> list[Resource]:
     if kind == "vms":
-        servers = api.get("compute", "/servers/detail")["servers"]
+        servers = _pages(api, "compute", "/servers/detail", "servers")
         return [Resource("vm", s["id"], str(s.get("status", "?")).lower(), s.get("created"),
                          _strings(s.get("metadata")),
                          {"name": s.get("name"), "flavor": (s.get("flavor") or {}).get("original_name")
@@ -29,7 +49,7 @@ def inventory(api, kind: str) -> list[Resource]:
                                         for net, addrs in (s.get("addresses") or {}).items()}})
                 for s in servers if "agent_id" in (s.get("metadata") or {})]
     if kind == "disks":
-        volumes = api.get("block-storage", "/volumes/detail")["volumes"]
+        volumes = _pages(api, "block-storage", "/volumes/detail", "volumes")
         return [Resource("disk", v["id"], v.get("status", "?"), v.get("created_at"), _strings(v.get("metadata")),
                          {"name": v.get("name"), "size_gib": v.get("size"), "type": v.get("volume_type"),
                           "zone": v.get("availability_zone"),
@@ -37,11 +57,11 @@ def inventory(api, kind: str) -> list[Resource]:
                 for v in volumes
                 if v.get("description") == DISK_DESCRIPTION or (v.get("metadata") or {}).get("director")]
     if kind == "snapshots":
-        snapshots = api.get("block-storage", "/snapshots/detail")["snapshots"]
+        snapshots = _pages(api, "block-storage", "/snapshots/detail", "snapshots")
         return [Resource("snapshot", s["id"], s.get("status", "?"), s.get("created_at"), _strings(s.get("metadata")),
                          {"volume": s.get("volume_id"), "size_gib": s.get("size"), "description": s.get("description")})
                 for s in snapshots]
-    images = api.get("image", "/images")["images"]
+    images = _pages(api, "image", "/images", "images")
     return [Resource("stemcell", i["id"], i.get("status", "?"), i.get("created_at"),
                      {k: str(v) for k, v in i.items() if k in ("version", "os_distro", "director_uuid")},
                      {"name": i.get("name"), "size_bytes": i.get("size"), "visibility": i.get("visibility")})
@@ -50,8 +70,6 @@ def inventory(api, kind: str) -> list[Resource]:
 
 def light_stemcell(api, stemcell_cid: str) -> Resource | None:
     """A light stemcell's cid ("<image id> light"): the Glance image it names."""
-    import urllib.parse
-
     image_id = stemcell_cid.removesuffix(" light")
     response = api.request("image", "GET", f"/images/{urllib.parse.quote(image_id, safe='')}", ok=(404,))
     if response.status_code == 404:
@@ -65,7 +83,7 @@ def light_stemcell(api, stemcell_cid: str) -> Resource | None:
 def available(api, offer: str) -> list[Offer]:
     if offer == "images":
         return [Offer("image", i.get("name") or i["id"], i["id"], {"status": i.get("status")})
-                for i in api.get("image", "/images")["images"]]
+                for i in _pages(api, "image", "/images", "images")]
     if offer == "sizes":
         return sorted((Offer("size", f["name"], f["id"], {"vcpus": f.get("vcpus"), "ram_mib": f.get("ram"),
                                                           "disk_gib": f.get("disk"),
