@@ -10,7 +10,9 @@ from pathlib import Path
 
 from cpi.operator.audit import parse_since, select, trail_path
 
-from .output import short
+from . import options
+from .output import CliError, print_data, short, wants_data
+from .table import Table, print_table
 
 
 def add_parser(sub, name: str, summary: str) -> None:
@@ -20,42 +22,42 @@ def add_parser(sub, name: str, summary: str) -> None:
         epilog="examples: cpi audit --config cpi.json --request-id cpi-123456;  "
                "cpi audit --config cpi.json --resource vol-0abc --since 2h --json",
     )
-    p.add_argument("--config", help="cpi.json (default: the local cloud with its defaults)")
     p.add_argument("--file", help="read this audit file instead of the one cpi.json names")
     p.add_argument("--request-id", help="only the lines of this request")
     p.add_argument("--resource", help="only the lines about this resource id")
     p.add_argument("--action", help="only this action (create, delete, attach, ...)")
     p.add_argument("--since", help="only lines since this time: ISO 8601 (2026-01-31T12:00Z) or an age (30m, 2h, 7d)")
-    p.add_argument("--json", action="store_true", help="print the lines as JSON lines for scripts")
+    options.add(p, options.CONFIG, options.OUTPUT, options.COLUMNS)
     p.set_defaults(func=audit_command)
 
 
 def audit_command(args: argparse.Namespace) -> int:
     from cpi import errors
 
+    data = wants_data(args)
     try:
         path = Path(args.file).expanduser().resolve() if args.file else trail_path(args.config)
         since = parse_since(args.since) if args.since else None
-    except (errors.BoshError, ValueError) as exc:
-        print(f"cpi audit: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
-        return 2
+    except errors.BoshError as exc:
+        raise CliError(exc.message) from None
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    if args.file and not path.is_file():
+        raise CliError(f"--file {args.file}: " + ("not a file" if path.exists() else "no such file"))
     entries = select(path, request_id=args.request_id, resource=args.resource, action=args.action, since=since)
-    if args.json:
-        for entry in entries:
+    if data and args.json:
+        for entry in entries:  # JSON lines, as the trail holds them: a script reads one at a time
             sys.stdout.write(json.dumps(entry, sort_keys=False) + "\n")
         return 0
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=f"audit trail {path} ({len(entries)} lines)", title_justify="left")
-    for column in ("time", "request", "method", "action", "type", "resource", "old", "new"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("time",))
+    if data:
+        print_data(entries, args)
+        return 0
+    table = Table(f"audit trail {path}", ("time", "request", "method", "action", "type", "resource", "old", "new"),
+                  noun="line")
     for entry in entries:
         changes = entry.get("changes") or {}
-        cells = [str(entry.get(k) or "") for k in ("time", "request_id", "method", "action", "resource_type",
-                                                   "resource_id")]
-        cells += [short(changes.get("old")), short(changes.get("new"))]
-        table.add_row(*(Text(cell) for cell in cells))  # Text: a "[...]" in a value is not markup
-    Console().print(table)
+        table.rows.append([*(entry.get(k) for k in ("time", "request_id", "method", "action", "resource_type",
+                                                     "resource_id")),
+                           short(changes.get("old")), short(changes.get("new"))])
+    print_table(table, args)
     return 0

@@ -4,38 +4,49 @@ Cloud drivers' avail_* show them — on any cloud."""
 from __future__ import annotations
 
 import argparse
+import fnmatch
 
 from cpi import errors
 from cpi.clouds.inventory import OFFERS
 
 from .cloud import Opened, add_cloud_options
-from .output import fail, print_json
+from .output import fail, print_data, wants_data
+from .table import Table, cell, print_table
 
 
 def add_parser(sub, name: str, summary: str) -> None:
-    p = sub.add_parser(name, help=summary, epilog="example: cpi avail sizes --config cpi.json")
+    p = sub.add_parser(
+        name, help=summary,
+        description="List what a cloud-config may name on the cloud: images (AMIs, Glance images), sizes "
+                    "(instance types, flavors), availability zones, networks (subnets, Neutron networks), with "
+                    "their ids and what the cloud says of them.",
+        epilog="examples: cpi avail sizes --config cpi.json --filter 'm5.*';  cpi avail zones --json")
     p.add_argument("offer", choices=OFFERS)
+    p.add_argument("--filter", metavar="PATTERN",
+                   help="only those whose name or id matches this shell pattern (m5.*, *large), case-insensitive")
     add_cloud_options(p)
     p.set_defaults(func=avail_command)
 
 
 def avail_command(args: argparse.Namespace) -> int:
+    data = wants_data(args)
     try:
-        opened = Opened(args.config)
+        opened = Opened(args.config, read_only=True)
         offers = opened.cloud.available(args.offer)
     except errors.BoshError as exc:
         return fail("avail", exc)
-    if args.json:
-        print_json(opened.clean([o.wire() for o in offers]))
+    if args.filter:
+        pattern = args.filter.lower()
+        offers = [o for o in offers if fnmatch.fnmatchcase(o.name.lower(), pattern)
+                  or fnmatch.fnmatchcase((o.id or "").lower(), pattern)]
+    if data:
+        print_data(opened.clean([o.wire() for o in offers]), args)
         return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{args.offer} on the {opened.plugin} cloud ({len(offers)})", title_justify="left")
-    for column in ("name", "id", "details"):
-        table.add_column(column, overflow="fold")
+    table = Table(f"{args.offer} on the {opened.plugin} cloud", ("name", "id", "details"),
+                  noun=args.offer.removesuffix("s"))
     for offer in offers:
         details = opened.clean(offer.details)
-        table.add_row(offer.name, offer.id or "", ", ".join(f"{k}={v}" for k, v in details.items()))
-    Console().print(table)
+        table.rows.append([offer.name, offer.id, " ".join(f"{k}={cell(v)}" for k, v in details.items())])
+    print_table(table, args)
     return 0
+

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from .client import Client
+from .output import print_data
 from .request import add_call_arguments, config_file, json_arguments
 
 EXAMPLES = """\
@@ -17,8 +18,9 @@ examples:
   cpi call create_stemcell '"image.tgz"' '{"name": "s", "version": "1"}'
 
 Each argument is one JSON value (quote it for the shell). A relative --config is read from
-the current directory, as is create_stemcell's image path. Exit status: 0 when the response
-has no error, 1 when it has one, 2 for a usage error."""
+the current directory, as is create_stemcell's image path. The response is printed as JSON
+(--yaml: as YAML). Exit status: 0 when the response has no error, 1 when it has one, 2 for
+a usage error."""
 
 
 def add_parser(sub, name: str, summary: str) -> None:
@@ -35,6 +37,10 @@ def call(args: argparse.Namespace) -> int:
     if arguments is None:
         return 2
     config = config_file("call", args.config)
-    response = Client(config, args.api_version, echo=False).raw(args.method, *arguments)
-    print(json.dumps(response, indent=2))
+    client = Client(config, args.api_version, echo=False, director_uuid=args.director_uuid or "cpi-cli")
+    response = client.raw(args.method, *arguments)
+    if args.yaml:
+        print_data(response, args)
+    else:
+        print(json.dumps(response, indent=2))
     return 0 if response["error"] is None else 1

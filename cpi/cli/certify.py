@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -15,9 +17,11 @@ from cpi import errors
 from cpi.operator.certify import Certify, Journal, Report, Step
 from cpi.operator.orphans import find
 
+from . import options
 from .client import Client
 from .cloud import Opened
-from .output import fail, print_json
+from .output import CliError, fail, print_data, wants_data
+from .table import Table, print_table
 from .usage import Formatter
 
 DEFAULT_NETWORKS = {"default": {"type": "dynamic", "cloud_properties": {}}}
@@ -32,8 +36,7 @@ def add_parser(sub, name: str, summary: str) -> None:
                     "checked gone. Exit status 0 only when every step passed and nothing is left.",
         formatter_class=Formatter,
         epilog="examples:\n"
-               "  cpi certify --stemcell /etc/hostname --stemcell-properties '{\"name\": \"s\", \"version\": \"1\"}'"
-               "   # the local cloud\n"
+               "  cpi certify                                       # the local cloud: a stemcell of its own\n"
                "  cpi certify --config cpi.json --stemcell \"\" \\\n"
                "    --stemcell-properties '{\"name\": \"bosh-aws-xen-hvm-ubuntu-jammy-go_agent\", \"version\": \"1\", "
                "\"ami\": {\"eu-west-1\": \"ami-0abc\"}}' \\\n"
@@ -41,16 +44,16 @@ def add_parser(sub, name: str, summary: str) -> None:
                "    --network '{\"default\": {\"type\": \"dynamic\", "
                "\"cloud_properties\": {\"subnet\": \"subnet-0abc\"}}}'",
     )
-    p.add_argument("--config", help="cpi.json (default: the local cloud with its defaults)")
-    p.add_argument("--stemcell", required=True, metavar="IMAGE_PATH",
-                   help="the stemcell image (\"\" for a light stemcell)")
-    p.add_argument("--stemcell-properties", required=True, metavar="JSON",
-                   help="the stemcell's cloud_properties (stemcell.MF's), as JSON")
+    p.add_argument("--stemcell", metavar="IMAGE_PATH",
+                   help="the stemcell image (\"\" for a light stemcell; the local cloud: a small image of its own)")
+    p.add_argument("--stemcell-properties", metavar="JSON",
+                   help="the stemcell's cloud_properties (stemcell.MF's), as JSON (the local cloud: a name and "
+                        "version of its own)")
     p.add_argument("--vm-type", default="{}", metavar="JSON", help="the VM's cloud_properties (default {})")
     p.add_argument("--disk-type", default="{}", metavar="JSON", help="the disk's cloud_properties (default {})")
     p.add_argument("--network", default=json.dumps(DEFAULT_NETWORKS), metavar="JSON",
                    help="the networks argument of create_vm (default: one dynamic network)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON for scripts")
+    options.add(p, options.CONFIG, options.OUTPUT)
     p.set_defaults(func=certify_command)
 
 
@@ -58,24 +61,40 @@ def _json_arg(name: str, text: str) -> dict:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SystemExit(f"cpi certify: --{name}: not JSON: {exc}") from None
+        raise CliError(f"--{name}: not JSON: {exc}", 2) from None
     if not isinstance(value, dict):
-        raise SystemExit(f"cpi certify: --{name}: expected a JSON object")
+        raise CliError(f"--{name}: expected a JSON object", 2)
     return value
 
 
 def certify_command(args: argparse.Namespace) -> int:
-    stemcell_properties = _json_arg("stemcell-properties", args.stemcell_properties)
+    data = wants_data(args)
     vm_type = _json_arg("vm-type", args.vm_type)
     disk_type = _json_arg("disk-type", args.disk_type)
     networks = _json_arg("network", args.network)
-    # bin/cpi runs from "/": a relative image path is the caller's.
-    image = str(Path(args.stemcell).absolute()) if args.stemcell else ""
     config = Path(args.config).resolve() if args.config else None
     try:
         opened = Opened(args.config)  # fails early on a bad config, names the cloud
     except errors.BoshError as exc:
         return fail("certify", exc)
+    if args.stemcell is not None and args.stemcell_properties is not None:
+        # bin/cpi runs from "/": a relative image path is the caller's.
+        image = str(Path(args.stemcell).absolute()) if args.stemcell else ""
+        stemcell = (image, _json_arg("stemcell-properties", args.stemcell_properties))
+        return _certify(args, data, opened, config, stemcell, vm_type, disk_type, networks)
+    if opened.plugin != "local" or (args.stemcell is None) != (args.stemcell_properties is None):
+        raise CliError(f"the {opened.plugin} cloud needs a stemcell: --stemcell IMAGE_PATH and --stemcell-properties "
+                       "JSON (only the local cloud has a stemcell of its own)", 2)
+    # the local cloud's stemcell is any file: a small image of this run's own
+    with tempfile.TemporaryDirectory(prefix="cpi-certify-") as scratch:
+        made = Path(scratch) / "stemcell-image"
+        made.write_bytes(os.urandom(64 * 1024))
+        stemcell = (str(made), {"name": "bosh-certify-stemcell", "version": "1"})
+        return _certify(args, data, opened, config, stemcell, vm_type, disk_type, networks)
+
+
+def _certify(args: argparse.Namespace, data: bool, opened: Opened, config: Path | None,
+             stemcell: tuple[str, dict], vm_type: dict, disk_type: dict, networks: dict) -> int:
     def finder(uuid_: str, stemcell_cid: str | None) -> list:
         look = Opened(args.config)
         found = find(look.cloud, uuid_, set())
@@ -95,12 +114,12 @@ def certify_command(args: argparse.Namespace) -> int:
           f"{journal.path} records it; if the run is killed, the next cpi certify of this config cleans up after it "
           f"(or: cpi orphans --director-uuid {director_uuid})", file=sys.stderr, flush=True)
     client = Client(config, echo=False, director_uuid=director_uuid)
-    run = Certify(client, finder, opened.plugin, (image, stemcell_properties), vm_type, disk_type, networks, journal)
+    run = Certify(client, finder, opened.plugin, stemcell, vm_type, disk_type, networks, journal)
     report = _run_with_progress(run)
-    if args.json:
-        print_json(opened.clean(report.wire()))
+    if data:
+        print_data(opened.clean(report.wire()), args)
     else:
-        _print(opened, report)
+        _print(opened, report, args)
     return 0 if report.ok else 1
 
 
@@ -144,41 +163,27 @@ def _run_with_progress(run: Certify) -> Report:
     return report
 
 
-def _print(opened: Opened, report: Report) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    table = Table(title=f"cpi certify on the {report.cloud} cloud (director_uuid {report.director_uuid})",
-                  title_justify="left")
-    table.add_column("step", no_wrap=True)
-    table.add_column("result")
-    table.add_column("time", justify="right")
-    table.add_column("requests", justify="right")
-    table.add_column("created", overflow="fold")  # errors are printed in full below the table
-    style = {"passed": "green", "failed": "bold red", "skipped": "dim"}
+def _print(opened: Opened, report: Report, args: argparse.Namespace) -> None:
+    """The steps as a table (bosh-style, cpi.cli.table), then failures in full, the cleanup
+    and the verdict."""
+    table = Table(f"cpi certify on the {report.cloud} cloud (director_uuid {report.director_uuid})",
+                  ("step", "result", "time", "requests", "created"))
     for step in report.steps:
-        table.add_row(step.name, f"[{style[step.status]}]{step.status}[/]",
-                      "" if step.seconds is None else f"{step.seconds:.2f}s",
-                      "" if step.requests is None else str(step.requests),
-                      step.created or "")
-    console.print(table)
-    passed = sum(s.status == "passed" for s in report.steps)
-    console.print(f"{passed}/{len(report.steps)} steps passed"
-                  + (" (interrupted)" if report.interrupted else ""))
-    for step in report.steps:
-        if step.status == "failed":  # in full: the table folds it in a narrow terminal
-            console.print(f"[bold red]failed[/]: {step.name}: {opened.clean(step.error)}", soft_wrap=True)
+        table.rows.append([step.name, step.status, None if step.seconds is None else f"{step.seconds:.2f}s",
+                           step.requests, step.created])
+    print_table(table, args)
+    lines = [f"{sum(s.status == 'passed' for s in report.steps)}/{len(report.steps)} steps passed"
+             + (" (interrupted)" if report.interrupted else "")]
+    lines += [f"failed: {step.name}: {opened.clean(step.error)}" for step in report.steps if step.status == "failed"]
     for entry in report.cleanup:
         if entry["status"] == "failed":
-            console.print(f"cleanup: delete {entry['kind']} {entry['cid']} failed: {opened.clean(entry['error'])}",
-                          soft_wrap=True)
+            lines.append(f"cleanup: delete {entry['kind']} {entry['cid']} failed: {opened.clean(entry['error'])}")
         else:
-            console.print(f"cleanup: deleted {entry['kind']} {entry['cid']}")
+            lines.append(f"cleanup: deleted {entry['kind']} {entry['cid']}")
     if report.clean:
-        console.print("[green]clean[/]: nothing this run made is left")
+        lines.append("clean: nothing this run made is left")
     else:
-        console.print("[bold red]left behind[/]:")
-        for left in report.leftovers:
-            console.print(f"  {left['kind']} {left['cid']} ({left['state']})")
-    console.print("[green]CERTIFIED[/]" if report.ok else "[bold red]NOT CERTIFIED[/]")
+        lines.append("left behind:")
+        lines += [f"  {left['kind']} {left['cid']} ({left['state']})" for left in report.leftovers]
+    lines.append("CERTIFIED" if report.ok else "NOT CERTIFIED")
+    print("\n".join(lines))

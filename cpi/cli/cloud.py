@@ -9,15 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from cpi import opening
+from cpi.errors import CpiError
 from cpi.logs import Redactor
 from cpi.operator.masking import masked
 from cpi.raw_config import read_file
 
 
 def add_cloud_options(p: argparse.ArgumentParser) -> None:
-    """--config and --json, as `cpi list`, `show` and `avail` take them."""
-    p.add_argument("--config", help="cpi.json (default: the local cloud with its defaults)")
-    p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+    """--config, --json/--yaml, --tty and --column, as the commands that print what a cloud
+    holds (`cpi list`, `show`, `avail`, `orphans`) take them."""
+    from . import options
+
+    options.add(p, options.CONFIG, options.OUTPUT, options.COLUMNS)
 
 
 def read_config(config_path: str | None) -> dict:
@@ -30,12 +33,18 @@ class Opened:
     """A cloud and the redactor that knows its config's secrets: nothing an operator
     command prints may show one."""
 
-    def __init__(self, config_path: str | None):
+    def __init__(self, config_path: str | None, read_only: bool = False):
+        """read_only: the command only reads, so it refuses to open a cloud whose state
+        would have to be created first (the cloud class's `missing_state`)."""
         raw = read_config(config_path)
         self.redactor = Redactor()
         self.redactor.collect(raw)
         ready = opening.open_cloud(raw, {"request_id": "cpi-cli"})
         self.plugin = ready.config.plugin
+        missing = getattr(ready.config.cloud_class, "missing_state", None)
+        problem = missing(ready.config.properties) if read_only and missing is not None else None
+        if problem:
+            raise CpiError(problem)
         self.cloud = ready.cloud
 
     def clean(self, value: Any) -> Any:

@@ -10,6 +10,7 @@ none, as the top-level help needs nothing but this table. A module adds its pars
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import TYPE_CHECKING
 
@@ -72,19 +73,79 @@ def _present(module: str) -> bool:
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` and run the command it names. The top-level parser knows every command
     by name and help; only the named command's module is imported, to add its real parser
-    (argparse needs it to parse that command's options)."""
+    (argparse needs it to parse that command's options).
+
+    Whatever a command raises that an operator can act on is one line on stderr and an exit
+    status, never a traceback: a CliError its own status; a closed pipe (`cpi list vms
+    --json | head -1`) nothing at all and 141, as a Unix tool killed by SIGPIPE; Ctrl-C 130."""
     import importlib
 
-    from . import usage
+    from . import options, usage
+    from .output import CliError
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    chosen = argv[0] if argv and not argv[0].startswith("-") else None
+    chosen = next((a for a in argv if not a.startswith("-") and a in _names()), None)
     commands = available()
     parser, sub = usage.make_parser(commands)
+    options.add_top(parser)
+    parser.add_argument("-v", "--version", action=_Version, nargs=0, help="print the versions of cpi and its release")
     for command in commands:
         if command.name == chosen:
             importlib.import_module(command.module).add_parser(sub, command.name, command.help)
         else:
             sub.add_parser(command.name, help=command.help)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        status = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return status
+    except CliError as exc:
+        print(f"cpi {args.command}: error: {exc.message}", file=sys.stderr)
+        return exc.status
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
+    except KeyboardInterrupt:
+        print(f"cpi {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+class _Version(argparse.Action):
+    """--version, read only when asked (release.yml is not read on every command)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
+def _names() -> set[str]:
+    return {c.name for c in COMMANDS}
+
+
+def _quiet_stdout() -> None:
+    """After the reader of stdout went away: what is still buffered is dropped (the flush
+    at exit would fail again and print a traceback)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def version_text() -> str:
+    """`cpi --version`: this CPI's version and, from a checkout (or a built release's
+    source), the BOSH release's name and version as release.yml gives them."""
+    from pathlib import Path
+
+    import yaml
+
+    from cpi import __version__
+
+    text = f"cpi {__version__}"
+    release = Path(__file__).resolve().parents[2] / "release.yml"
+    try:
+        spec = yaml.safe_load(release.read_text())
+    except (OSError, yaml.YAMLError):  # an installed package without its checkout
+        return text
+    if isinstance(spec, dict) and spec.get("name") and spec.get("version"):
+        text += f"\nrelease {spec['name']} {spec['version']} ({release})"
+    return text

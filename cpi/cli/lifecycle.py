@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from .client import Client
+from .output import CliError
 
 EXAMPLES = """\
 examples:
@@ -31,9 +32,21 @@ def add_parser(sub, name: str, summary: str) -> None:
 def lifecycle(args: argparse.Namespace) -> int:
     """Stemcell → VM → disk → attach → snapshot → resize → detach → delete everything,
     showing what each step did on disk."""
+    if not args.state_dir:  # a temporary one, removed when the lifecycle is over
+        with tempfile.TemporaryDirectory(prefix="cpi-demo-") as temporary:
+            return _lifecycle(Path(temporary), kept=False)
     # bin/cpi runs from "/": a relative --state-dir is the caller's, made absolute here.
-    work = Path(args.state_dir).absolute() if args.state_dir else Path(tempfile.mkdtemp(prefix="cpi-demo-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = Path(args.state_dir).absolute()
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CliError(f"--state-dir {args.state_dir}: exists and is not a directory", 2) from None
+    except OSError as exc:
+        raise CliError(f"--state-dir {args.state_dir}: {exc.strerror}", 2) from None
+    return _lifecycle(work, kept=True)
+
+
+def _lifecycle(work: Path, kept: bool) -> int:
     state = work / "state"
     config = work / "cpi.json"
     config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {
@@ -81,6 +94,8 @@ def lifecycle(args: argparse.Namespace) -> int:
     left = {kind: sorted(p.name for p in (state / kind).iterdir()) for kind in kinds}
     leaked = {k: v for k, v in left.items() if v}
     print(f"\nLifecycle complete. Left in {state}: {leaked or 'nothing'}")
+    if not kept:
+        print(f"Removed the temporary directory {work} (--state-dir DIR keeps it).")
     return 1 if leaked else 0
 
 

@@ -9,7 +9,8 @@ from cpi import errors
 from cpi.clouds.inventory import KINDS
 
 from .cloud import Opened, add_cloud_options
-from .output import fail, print_json, reading
+from .output import fail, print_data, reading, wants_data
+from .table import Table, print_table
 
 #: The tags shown as columns, in this order (the rest stay in `tags`).
 TAG_COLUMNS = ("director_uuid", "agent_id", "deployment", "job", "index")
@@ -17,8 +18,9 @@ TAG_COLUMNS = ("director_uuid", "agent_id", "deployment", "job", "index")
 
 def add_parser(sub, name: str, summary: str) -> None:
     p = sub.add_parser(name, help=summary,
-                       description="List what the CPI made, with its BOSH tags, age and state.",
-                       epilog="example: cpi list vms --config cpi.json --director-uuid 2b4c...")
+                       description="List what the CPI made, with its BOSH tags, creation time, age and state.",
+                       epilog="examples: cpi list vms --config cpi.json --director-uuid 2b4c...;  "
+                              "cpi list disks --column cid --column deployment | sort -k2")
     p.add_argument("kind", choices=KINDS)
     add_cloud_options(p)
     p.add_argument("--director-uuid", help="only what this director made")
@@ -26,26 +28,24 @@ def add_parser(sub, name: str, summary: str) -> None:
 
 
 def list_command(args: argparse.Namespace) -> int:
+    data = wants_data(args)
     try:
-        opened = Opened(args.config)
+        opened = Opened(args.config, read_only=True)
         with reading(args.kind):
             resources = opened.cloud.inventory(args.kind)
     except errors.BoshError as exc:
         return fail("list", exc)
     if args.director_uuid:
         resources = [r for r in resources if r.tags.get("director_uuid") == args.director_uuid]
-    if args.json:
-        print_json(opened.clean([r.wire() for r in resources]))
+    resources.sort(key=lambda r: r.created_at or "")
+    if data:
+        print_data(opened.clean([r.wire() for r in resources]), args)
         return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{args.kind} on the {opened.plugin} cloud ({len(resources)})", title_justify="left")
-    table.add_column("cid", no_wrap=True)
-    for column in ("state", "age", *TAG_COLUMNS):
-        table.add_column(column, overflow="fold")
-    for resource in sorted(resources, key=lambda r: r.created_at or ""):
+    table = Table(f"{args.kind} on the {opened.plugin} cloud", ("cid", "state", "created_at", "age", *TAG_COLUMNS),
+                  noun=args.kind.removesuffix("s"))
+    for resource in resources:
         tags = opened.clean(resource.tags)
-        table.add_row(resource.cid, resource.state, resource.age(), *(tags.get(c, "") for c in TAG_COLUMNS))
-    Console().print(table)
+        table.rows.append([resource.cid, resource.state, resource.created_at, resource.age(),
+                           *(tags.get(c, "") for c in TAG_COLUMNS)])
+    print_table(table, args)
     return 0

@@ -13,9 +13,11 @@ from cpi.clouds.inventory import Resource
 from cpi.operator import known
 from cpi.operator.orphans import DELETERS, find
 
+from . import options
 from .client import Client
-from .cloud import Opened
-from .output import fail, print_json, reading
+from .cloud import Opened, add_cloud_options
+from .output import CliError, confirm, fail, print_data, reading, wants_data
+from .table import Table, plural, print_table
 
 
 def add_parser(sub, name: str, summary: str) -> None:
@@ -32,64 +34,54 @@ def add_parser(sub, name: str, summary: str) -> None:
     p.add_argument("--known", required=True, metavar="FILE",
                    help="what the director knows: bosh instances --details / disks --orphaned / stemcells --json "
                         "output, a JSON list of cids, or one cid per line; - for stdin")
-    p.add_argument("--config", help="cpi.json (default: the local cloud with its defaults)")
-    p.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
-    p.add_argument("--delete", action="store_true", help="delete the orphans (asks first)")
-    p.add_argument("--yes", action="store_true", help="with --delete: do not ask")
+    p.add_argument("--delete", action="store_true", help="delete the orphans (asks first: Continue? [yN]; -n: yes)")
+    add_cloud_options(p)
+    options.add(p, options.INTERACTION)
     p.set_defaults(func=orphans_command)
 
 
 def orphans_command(args: argparse.Namespace) -> int:
+    data = wants_data(args)
     try:
         text = sys.stdin.read() if args.known == "-" else Path(args.known).read_text()
         known_cids = known.parse(text)
-    except (OSError, UnicodeDecodeError, known.KnownError) as exc:
-        print(f"cpi orphans: {args.known}: {exc}; nothing listed or deleted", file=sys.stderr)
-        return 1
+    except OSError as exc:
+        raise CliError(f"--known {args.known}: {exc.strerror}; nothing listed or deleted") from None
+    except (UnicodeDecodeError, known.KnownError) as exc:
+        raise CliError(f"--known {args.known}: {exc}; nothing listed or deleted") from None
     try:
-        opened = Opened(args.config)
+        opened = Opened(args.config, read_only=True)
         with reading("what the director may have left"):
             found = find(opened.cloud, args.director_uuid, known_cids)
     except errors.BoshError as exc:
         return fail("orphans", exc)
-    if args.json and not args.delete:
-        print_json(opened.clean([r.wire() for r in found]))
-        return 0
-    _table(opened, found, len(known_cids))
+    if data:
+        print_data(opened.clean([r.wire() for r in found]), args)
+    else:
+        _table(opened, found, len(known_cids), args)
     if not args.delete or not found:
         return 0
-    if not args.yes:
-        if not sys.stdin.isatty() or args.known == "-":
-            print("cpi orphans: refusing to delete without --yes (no terminal to ask on)", file=sys.stderr)
-            return 2
-        answer = input(f"Delete these {len(found)} resources? Type 'yes': ")
-        if answer.strip() != "yes":
-            print("nothing deleted")
-            return 1
+    confirm(args, f"delete {plural(len(found), 'resource')}", stdin_taken=args.known == "-")
     client = Client(Path(args.config).resolve() if args.config else None, echo=False)
     failed = 0
     for resource in found:
         response = client.raw(DELETERS[resource.kind + "s"], resource.cid)
         if response["error"]:
             failed += 1
-            print(f"{resource.kind} {resource.cid}: {response['error']['type']}: {response['error']['message']}")
+            print(f"{resource.kind} {resource.cid}: {response['error']['type']}: {response['error']['message']}",
+                  file=sys.stderr)
         else:
-            print(f"deleted {resource.kind} {resource.cid}")
+            print(f"deleted {resource.kind} {resource.cid}", file=sys.stderr)
     return 1 if failed else 0
 
 
-def _table(opened: Opened, found: list[Resource], known_count: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"orphans on the {opened.plugin} cloud: {len(found)} (the director knows {known_count} cids)",
-                  title_justify="left")
-    table.add_column("kind")
-    table.add_column("cid", no_wrap=True)
-    for column in ("state", "age", "agent_id", "deployment", "job"):
-        table.add_column(column, overflow="fold")
+def _table(opened: Opened, found: list[Resource], known_count: int, args: argparse.Namespace) -> None:
+    title = (f"orphans on the {opened.plugin} cloud (the director knows "
+             f"{plural(known_count, 'cid')})")
+    table = Table(title, ("kind", "cid", "state", "created_at", "age", "agent_id", "deployment", "job"),
+                  noun="orphan")
     for resource in found:
         tags = opened.clean(resource.tags)
-        table.add_row(resource.kind, resource.cid, resource.state, resource.age(),
-                      *(tags.get(c, "") for c in ("agent_id", "deployment", "job")))
-    Console().print(table)
+        table.rows.append([resource.kind, resource.cid, resource.state, resource.created_at, resource.age(),
+                           *(tags.get(c, "") for c in ("agent_id", "deployment", "job"))])
+    print_table(table, args)

@@ -10,6 +10,7 @@ from typing import Any
 
 from cpi.operator.plan import make_plan
 
+from .output import print_data, wants_data
 from .request import add_call_arguments, config_file, json_arguments
 
 EXAMPLES = """\
@@ -34,8 +35,6 @@ def add_parser(sub, name: str, summary: str) -> None:
                        "what it would change. BOSH never runs this mode; only this command does.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_call_arguments(p, "create_vm, attach_disk, delete_disk")
-    p.add_argument("--director-uuid", help="the director_uuid the call's context would carry (tags the plan shows)")
-    p.add_argument("--json", action="store_true", help="print the plan as one JSON document")
     p.add_argument("-v", "--verbose", action="store_true", help="print the call's log on stderr")
     p.set_defaults(func=plan_command)
 
@@ -54,9 +53,8 @@ def plan_command(args: argparse.Namespace) -> int:
     except plan.Refused as exc:
         print(f"cpi plan: {exc.message}", file=sys.stderr)
         return 1
-    if args.json:
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+    if wants_data(args):
+        print_data(document, args)
     else:
         show(document)
     return 1 if document["would_fail"] or document["denied"] else 0

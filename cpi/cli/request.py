@@ -9,13 +9,17 @@ import json
 import sys
 from pathlib import Path
 
+from . import options
+
 
 def add_call_arguments(p: argparse.ArgumentParser, examples: str) -> None:
-    """A CPI call's method, its JSON arguments, --config and --api-version (call, plan)."""
+    """A CPI call's method, its JSON arguments, --config, --json/--yaml, --api-version and
+    --director-uuid (call, plan)."""
     p.add_argument("method", help=f"a CPI method name, e.g. {examples}")
     p.add_argument("arguments", nargs="*", help="each argument as JSON, e.g. '\"vm-1\"' or '{}'")
-    p.add_argument("--config", metavar="CPI_JSON", help="cpi.json (default: the local cloud with its defaults)")
+    options.add(p, options.CONFIG, options.OUTPUT)
     p.add_argument("--api-version", type=int, default=2, metavar="N", help="the request's api_version (default: 2)")
+    p.add_argument("--director-uuid", help="the director_uuid the call's context carries (the tags it writes)")
 
 
 def json_arguments(command: str, method: str, texts: list[str]) -> list | None:

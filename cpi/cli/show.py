@@ -8,14 +8,21 @@ import argparse
 from cpi import errors
 
 from .cloud import Opened, add_cloud_options
-from .output import fail, print_json
+from .output import CliError, fail, print_data, wants_data
+from .table import Table, print_table
 
 #: What the operator types, and the kind Cloud.show takes.
 SINGULAR = {"vm": "vms", "disk": "disks", "stemcell": "stemcells", "snapshot": "snapshots"}
 
 
 def add_parser(sub, name: str, summary: str) -> None:
-    p = sub.add_parser(name, help=summary, epilog="example: cpi show vm vm-6f1c... --config cpi.json")
+    p = sub.add_parser(
+        name, help=summary,
+        description="Show one VM, disk, stemcell or snapshot as the cloud describes it: its state, creation time, "
+                    "every tag (metadata) and the cloud's details (size, type, zone, addresses, what it is attached "
+                    "to). Values are printed as JSON; secrets of the config are masked. Exit status 1 when the cloud "
+                    "has no such resource.",
+        epilog="examples: cpi show vm i-0abc123 --config cpi.json;  cpi show disk vol-0abc --yaml")
     p.add_argument("kind", choices=sorted(SINGULAR))
     p.add_argument("cid")
     add_cloud_options(p)
@@ -23,30 +30,21 @@ def add_parser(sub, name: str, summary: str) -> None:
 
 
 def show_command(args: argparse.Namespace) -> int:
+    data = wants_data(args)
     try:
-        opened = Opened(args.config)
+        opened = Opened(args.config, read_only=True)
         resource = opened.cloud.show(SINGULAR[args.kind], args.cid)
     except errors.BoshError as exc:
         return fail("show", exc)
     if resource is None:
-        print(f"cpi show: no {args.kind} {args.cid} on the {opened.plugin} cloud")
-        return 1
+        raise CliError(f"no {args.kind} {args.cid} on the {opened.plugin} cloud")
     shown = opened.clean(resource.wire())
-    if args.json:
-        print_json(shown)
+    if data:
+        print_data(shown, args)
         return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{args.kind} {resource.cid}", show_header=False, title_justify="left")
-    table.add_column("field", style="bold")
-    table.add_column("value", overflow="fold")
-    table.add_row("state", shown["state"])
-    table.add_row("age", resource.age())
-    table.add_row("created_at", str(shown["created_at"]))
-    for key, value in sorted(shown["tags"].items()):
-        table.add_row(f"tags.{key}", str(value))
-    for key, value in sorted(shown["details"].items()):
-        table.add_row(key, str(value))
-    Console().print(table)
+    table = Table(f"{args.kind} {resource.cid} on the {opened.plugin} cloud", ("field", "value"))
+    table.rows += [["state", shown["state"]], ["created_at", shown["created_at"]], ["age", resource.age()]]
+    table.rows += [[f"tags.{key}", value] for key, value in sorted(shown["tags"].items())]
+    table.rows += [[key, value] for key, value in sorted(shown["details"].items())]
+    print_table(table, args)
     return 0

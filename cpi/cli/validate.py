@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from . import options
+from .output import print_data, wants_data
+from .table import Table, plural, print_table
 
 
 def add_parser(sub, name: str, summary: str) -> None:
@@ -17,11 +20,10 @@ def add_parser(sub, name: str, summary: str) -> None:
     )
     p.add_argument("cloud_config", metavar="CLOUD_CONFIG.yml",
                    help="the cloud-config (YAML), e.g. from `bosh cloud-config`")
-    p.add_argument("--config", metavar="CPI_JSON", help="cpi.json naming the cloud (default: the local cloud)")
     p.add_argument("--online", action="store_true",
                    help="also ask the cloud (read-only) that the subnets, security groups, key pairs, "
                    "instance types/flavors, AZs and volume types named exist")
-    p.add_argument("--json", action="store_true", help="print the findings as JSON (for scripts)")
+    options.add(p, options.CONFIG, options.OUTPUT, options.COLUMNS)
     p.set_defaults(func=validate)
 
 
@@ -67,36 +69,24 @@ def validate(args: argparse.Namespace) -> int:
         finding.problem = redactor.text(finding.problem)
 
     errors = [f for f in findings if f.severity == "error"]
-    if args.json:
-        json.dump({"cloud": cfg.plugin, "online": args.online, "ok": not errors,
-                   "findings": [f.to_dict() for f in findings], "notes": notes},
-                  sys.stdout, indent=2)
-        sys.stdout.write("\n")
+    if wants_data(args):
+        print_data({"cloud": cfg.plugin, "online": args.online, "ok": not errors,
+                    "findings": [f.to_dict() for f in findings], "notes": notes}, args)
     else:
-        _print_table(args.cloud_config, cfg.plugin, findings, notes, args.online)
+        _print_table(args, cfg.plugin, findings, notes)
     return 1 if errors else 0
 
 
-def _print_table(path: str, plugin: str, findings, notes, online: bool) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+def _print_table(args: argparse.Namespace, plugin: str, findings, notes) -> None:
+    """The findings, one per row (severity, YAML path, problem), then the verdict."""
     for note in notes:
-        console.print(note)
-    what = f"{path} against the {plugin} cloud" + (" (online)" if online else "")
-    if not findings:
-        console.print(f"[green]ok[/green]: {what}: no problems found")
-        return
+        print(note)
+    what = f"{args.cloud_config} against the {plugin} cloud" + (" (online)" if args.online else "")
+    table = Table(what, ("severity", "path", "problem"), noun="finding")
+    table.rows += [[f.severity, f.path, f.problem] for f in findings]
+    if findings:
+        print_table(table, args)
     errors = sum(1 for f in findings if f.severity == "error")
-    table = Table(title=f"{what}: {len(findings)} finding{'s' if len(findings) != 1 else ''}", title_justify="left")
-    table.add_column("path", overflow="fold")
-    table.add_column("problem", overflow="fold")
-    for f in findings:
-        style = {"error": "red", "warning": "yellow"}.get(f.severity, "")
-        problem = f.problem if f.severity == "error" else f"{f.severity}: {f.problem}"
-        table.add_row(Text(f.path), Text(problem, style=style))
-    console.print(table)
-    if not errors:
-        console.print(f"[green]ok[/green]: {what}: no errors")
+    verdict = (f"{what}: {plural(errors, 'error')}" if errors else
+               f"ok: {what}: " + ("no problems found" if not findings else "no errors"))
+    print(verdict)

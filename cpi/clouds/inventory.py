@@ -33,14 +33,35 @@ def read_so_far(what: str, count: int) -> None:
         progress(what, count)
 
 
+def rfc3339(value: str | datetime | None) -> str | None:
+    """A time as every operator command prints it: RFC 3339 in UTC to the second, with "Z"
+    (EC2 says 2026-01-31T12:00:00.000Z, Nova 2026-01-31T12:00:00Z, Cinder
+    2026-01-31T12:00:00.000000 meaning UTC, the local cloud +00:00). What does not parse as
+    a time is kept as it is: it is what the cloud said."""
+    if value is None or value == "":
+        return None
+    when = value
+    if isinstance(when, str):
+        try:
+            when = datetime.fromisoformat(when.replace("Z", "+00:00"))
+        except ValueError:
+            return value  # type: ignore[return-value]
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 @dataclass
 class Resource:
     kind: str  # vm | disk | stemcell | snapshot
     cid: str
     state: str  # as the cloud says: running, available, in-use, creating, ...
-    created_at: str | None = None  # ISO 8601, UTC
+    created_at: str | None = None  # RFC 3339, UTC, "Z" (rfc3339 makes it so)
     tags: dict[str, str] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)  # size, attached_to, ips, image, ...
+
+    def __post_init__(self) -> None:
+        self.created_at = rfc3339(self.created_at)
 
     def age(self, now: datetime | None = None) -> str:
         """`3d4h`, `5m`: how long ago it was made, for a table a person reads at a glance."""

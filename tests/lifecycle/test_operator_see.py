@@ -92,7 +92,7 @@ def test_a_cloud_without_listing_says_so():
 
 def test_orphans_finds_what_the_director_forgot_and_deletes_it(target, tmp_path):
     """Two VMs and a disk of this director; the director knows one VM (as `bosh vms --json`
-    prints it): orphans lists the other VM and the disk, and --delete --yes removes exactly
+    prints it): orphans lists the other VM and the disk, and --delete -n removes exactly
     those."""
     director_uuid = f"director-{uuid.uuid4()}"
     cpi = Cpi(target.config_path, director_uuid=director_uuid)
@@ -113,7 +113,7 @@ def test_orphans_finds_what_the_director_forgot_and_deletes_it(target, tmp_path)
         listed = cli(target, "orphans", "--director-uuid", director_uuid, "--known", str(known), "--json")
         assert listed.returncode == 0, listed.stderr
         assert {(r["kind"], r["cid"]) for r in json.loads(listed.stdout)} == {("vm", lost), ("disk", disk)}
-        deleted = cli(target, "orphans", "--director-uuid", director_uuid, "--known", str(known), "--delete", "--yes")
+        deleted = cli(target, "orphans", "--director-uuid", director_uuid, "--known", str(known), "--delete", "-n")
         assert deleted.returncode == 0, deleted.stdout + deleted.stderr
         assert cpi("has_vm", lost) is False and cpi("has_disk", disk) is False
         assert cpi("has_vm", kept) is True

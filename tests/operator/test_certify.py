@@ -20,7 +20,9 @@ from tests.support.runner import ROOT
 KINDS = ("vms", "disks", "snapshots", "stemcells")
 
 
-def certify(tmp_path: Path, *extra: str, faults: list | None = None) -> tuple[subprocess.CompletedProcess, Path]:
+def certify(tmp_path: Path, *extra: str, faults: list | None = None,
+            own_stemcell: bool = False) -> tuple[subprocess.CompletedProcess, Path]:
+    """own_stemcell: no stemcell flags, the local cloud's own (#24)."""
     state = tmp_path / "state"
     local = {"state_dir": str(state)}
     if faults:
@@ -29,11 +31,10 @@ def certify(tmp_path: Path, *extra: str, faults: list | None = None) -> tuple[su
     config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": local}}}))
     image = tmp_path / "image"
     image.write_bytes(b"root image\n" * 1000)
-    proc = subprocess.run(
-        [sys.executable, "-m", "cpi.cli", "certify", "--config", str(config), "--stemcell", str(image),
-         "--stemcell-properties", json.dumps({"name": "certify-stemcell", "version": "1"}), *extra],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
-    )
+    stemcell = [] if own_stemcell else ["--stemcell", str(image), "--stemcell-properties",
+                                        json.dumps({"name": "certify-stemcell", "version": "1"})]
+    proc = subprocess.run([sys.executable, "-m", "cpi.cli", "certify", "--config", str(config), *stemcell, *extra],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     return proc, state
 
 
@@ -54,10 +55,16 @@ def test_certify_passes_on_the_local_cloud_and_leaves_nothing(tmp_path):
 
 
 def test_certify_json_report(tmp_path):
-    proc, state = certify(tmp_path, "--json")
+    """Without stemcell flags on the local cloud: a stemcell of its own, removed after."""
+    import tempfile
+
+    before = set(Path(tempfile.gettempdir()).glob("cpi-certify-*"))
+    proc, state = certify(tmp_path, "--json", own_stemcell=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)  # stdout is only the report: the progress bar is on stderr
     assert report["ok"] is True and report["clean"] is True and report["leftovers"] == []
+    assert [s["status"] for s in report["steps"] if s["name"] == "create_stemcell"] == ["passed"]
+    assert set(Path(tempfile.gettempdir()).glob("cpi-certify-*")) == before
     assert report["cloud"] == "local" and report["director_uuid"].startswith("cpi-certify-")
     names = [s["name"] for s in report["steps"]]
     assert names[:3] == ["info", "create_stemcell", "create_vm"] and names[-1] == "delete_stemcell"

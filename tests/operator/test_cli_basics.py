@@ -393,8 +393,7 @@ def test_every_command_is_listed_once_in_a_group(tmp_path):
 def test_a_long_listing_says_how_far_it_is_on_a_terminal_and_nothing_to_a_script(tmp_path):
     """#23: `cpi list` on a terminal shows "reading disks: 100 disks" while the cloud reads
     its listing (cpi.clouds.inventory.progress); piped, stderr stays empty."""
-    import pty
-
+    from tests.support import terminal
     from tests.support.runner import Cpi
 
     config = tmp_path / "cpi.json"
@@ -404,21 +403,8 @@ def test_a_long_listing_says_how_far_it_is_on_a_terminal_and_nothing_to_a_script
     for _ in range(100):
         cpi("create_disk", 1, {}, None)
     argv = [*CPI, "list", "disks", "--config", str(config), "--json"]
-    main, replica = pty.openpty()
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=replica, cwd=tmp_path, timeout=120,
-                          env={**os.environ, "TERM": "xterm", "COLUMNS": "120"})
-    os.close(replica)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # the replica is closed: all read
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(main)
-    assert proc.returncode == 0 and len(json.loads(proc.stdout)) == 100
-    assert b"reading disks: 100 disks" in shown, shown[-500:]
+    seen = terminal.run(argv, columns=120, cwd=tmp_path)
+    assert seen.returncode == 0 and seen.screen.count('"cid": "disk-') == 100
+    assert "reading disks: 100 disks" in seen.screen, seen.screen[-500:]
     piped = subprocess.run(argv, capture_output=True, cwd=tmp_path, timeout=120)
-    assert piped.returncode == 0 and piped.stderr == b""
+    assert piped.returncode == 0 and piped.stderr == b"" and len(json.loads(piped.stdout)) == 100

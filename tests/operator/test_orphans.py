@@ -59,7 +59,7 @@ def orphans(made, known_text: str, *flags: str) -> subprocess.CompletedProcess:
     ("Using environment '10.0.0.6' as client 'admin'\n", "is not a cid"),
 ])
 def test_an_input_it_cannot_trust_is_refused_and_nothing_is_deleted(made, text, words):
-    proc = orphans(made, text, "--delete", "--yes")
+    proc = orphans(made, text, "--delete", "-n")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert words in proc.stderr and "nothing listed or deleted" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""

@@ -16,6 +16,7 @@ call's session (session.py: the state dir, its locks, plan mode, the audit trail
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,7 +33,7 @@ from .disks import Disks
 from .props import DiskCloudProperties, LocalProperties, VMCloudProperties
 from .session import Session
 from .stemcells import Stemcells
-from .store import Store
+from .store import STATE_DIR_SETTING, Store
 from .vms import Vms
 
 
@@ -65,6 +66,17 @@ class LocalCloud(Cloud):
     def audit_path(properties: LocalProperties) -> Path:
         """The audit trail's default home: the state dir (cpi.audit)."""
         return Path(properties.state_dir).expanduser() / "audit.log"
+
+    @staticmethod
+    def missing_state(properties: LocalProperties) -> str | None:
+        """What a read-only operator command (`cpi list`, `show`, `avail`, `orphans`) would
+        have to create to open this cloud, which it must not: a mistyped state_dir is an
+        error, not a new empty cloud."""
+        state_dir = Path(properties.state_dir).expanduser()
+        if state_dir.is_dir():
+            return None
+        found = "is not a directory" if os.path.lexists(state_dir) else "does not exist"
+        return f"{STATE_DIR_SETTING}: {state_dir} {found} (a command that only reads creates nothing)"
 
     # -- the operator's side (read-only)
     def inventory(self, kind: str):

@@ -1,0 +1,104 @@
+"""Tables as bosh prints them: every cell whole, columns padded to their widest cell, never
+wrapped or cut to fit the terminal (a narrow terminal folds the long line as a whole, and
+a pipe gets what `cut`, `awk` and `grep` expect).
+
+- On a terminal (or with `--tty`): the title, the column headers, the rows separated by two
+  spaces, then the count ("3 vms").
+- Otherwise, as `bosh vms | cat`: the rows only, each cell padded and followed by a tab
+  (cut's default delimiter), the first column filled on every row.
+- `--column NAME` (repeatable) keeps those columns, in that order; an unknown name is an
+  error naming the columns there are.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .output import CliError
+
+
+class UnknownColumn(CliError):
+    def __init__(self, message: str):
+        super().__init__(message, 2)
+
+
+def cell(value: Any) -> str:
+    """A value as a person reads it in a cell: strings as they are, None as nothing, every
+    other value as JSON (never a Python repr)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """'1 vm', '3 vms', '1 entry', '2 entries' (nouns: the plural when it is not noun + s)."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
+@dataclass
+class Table:
+    title: str
+    headers: Sequence[str]
+    rows: list[Sequence[Any]] = field(default_factory=list)
+    #: What the count at the bottom counts ("vm" -> "3 vms"); None: no count line.
+    noun: str | None = None
+    nouns: str | None = None
+
+    def pick(self, columns: Sequence[str] | None) -> Table:
+        """Only `columns`, in that order (all when None or empty)."""
+        if not columns:
+            return self
+        index = {h.lower(): i for i, h in enumerate(self.headers)}
+        unknown = [c for c in columns if c.lower() not in index]
+        if unknown:
+            raise UnknownColumn(f"no column {', '.join(repr(c) for c in unknown)}; "
+                                f"the columns are: {', '.join(self.headers)}")
+        chosen = [index[c.lower()] for c in columns]
+        return Table(self.title, [self.headers[i] for i in chosen], [[row[i] for i in chosen] for row in self.rows],
+                     self.noun, self.nouns)
+
+    def lines(self, decorated: bool) -> list[str]:
+        cells = [[cell(v) for v in row] for row in self.rows]
+        if not decorated:
+            cells = _fill_first_column(cells)
+        shown = ([list(self.headers)] if decorated else []) + cells
+        widths = [max((len(row[i]) for row in shown), default=0) for i in range(len(self.headers))]
+        gap = "  " if decorated else "\t"
+        out = []
+        if decorated and self.title:
+            out += [self.title, ""]
+        for row in shown:
+            line = "".join(c.ljust(widths[i]) + gap for i, c in enumerate(row))
+            out.append(line.rstrip() if decorated else line)
+        if decorated and self.noun:
+            out += ["", plural(len(self.rows), self.noun, self.nouns)]
+        return out
+
+
+def _fill_first_column(cells: list[list[str]]) -> list[list[str]]:
+    """An empty first cell repeats the one above it (so that `grep` finds every row)."""
+    last = ""
+    for row in cells:
+        if row and not row[0]:
+            row[0] = last
+        elif row:
+            last = row[0]
+    return cells
+
+
+def decorated(args: Any) -> bool:
+    return bool(getattr(args, "tty", False)) or sys.stdout.isatty()
+
+
+def print_table(table: Table, args: Any) -> None:
+    """`table` on stdout, bosh-style, with the command's `--column`s and `--tty`."""
+    picked = table.pick(getattr(args, "columns", None))
+    sys.stdout.write("".join(line + "\n" for line in picked.lines(decorated(args))))
