@@ -190,7 +190,7 @@ def openstack(n: int, work: Path) -> list[tuple[str, float, float]]:
     try:
         stemcell = cpi(config, work, "create_stemcell", "",
                        {"name": "bench", "version": "1", "image_id": env["image"]["id"]})[1]
-        ip = str(ipaddress.ip_address(env["free_ip_range"]["start"]) + 160)
+        ip = str(ipaddress.ip_address(env["free_ip_range"]["end"]) - 1)  # the tests count up from the start
         networks = {"default": {"type": "manual", "ip": ip, "netmask": "255.255.255.0",
                                 "gateway": env["subnet"]["gateway_ip"],
                                 "cloud_properties": {"net_id": env["network"]["id"]}}}

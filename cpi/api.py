@@ -26,7 +26,7 @@ from cpi import audit, errors
 from cpi.cids import AgentId, DiskCid, NetworkCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds.bosh import BoshCloud
 from cpi.config import Config
-from cpi.logs import shown
+from cpi.logs import plural, shown
 from cpi.models import CallContext, Network, VMResources
 from cpi.raw_config import info_result
 from cpi.validation import describe
@@ -157,8 +157,9 @@ def _bind(name: str, handler: Callable[..., Any], arguments: list[Any]) -> dict[
     required = [p for p in params if p.default is inspect.Parameter.empty]
     if not len(required) <= len(arguments) <= len(params):
         names = ", ".join(p.name for p in params) or "none"
-        count = f"{len(required)}" if len(required) == len(params) else f"{len(required)} to {len(params)}"
-        raise errors.CpiError(f"{name} takes {count} arguments ({names}), got {len(arguments)}")
+        count = (plural(len(required), "argument") if len(required) == len(params)
+                 else f"{len(required)} to {len(params)} arguments")
+        raise errors.CpiError(f"{name} takes {count} ({names}), got {len(arguments)}")
     model = _argument_model(name, handler)
     values = dict(zip((p.name for p in params), arguments, strict=False))  # optional ones may be left out
     try:

@@ -339,3 +339,9 @@ class CallLog:
             except (OSError, ValueError):
                 pass
         return self.redactor.text(self._buffer.getvalue())
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """'1 argument', '3 arguments', '1 entry', '2 entries' (nouns: when not noun + s): the
+    words a person reads in a log line, an error or a table's count."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"

@@ -13,7 +13,7 @@ import sys
 import time
 
 from cpi import errors, strict_json
-from cpi.logs import DEBUG, ERROR, INFO, WARNING, CallLog, shown
+from cpi.logs import DEBUG, ERROR, INFO, WARNING, CallLog, plural, shown
 
 TYPE_CHECKING = False  # not `typing`: it costs a few ms of every call
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
     call_log.request_id = shown(request_id, 64)[1:-1] if request_id else "-"
     api_version = request.api_version if request.api_version is not None else 1
     call_log.emit(INFO, "cpi.rpc", f"{shown(request.method, 64)} (api_version {api_version}, "
-                                   f"{len(request.arguments)} arguments)")
+                                   f"{plural(len(request.arguments), 'argument')})")
     # `info` answers the same whatever the context says: the director asks it before it
     # knows which cpi-config applies, and a context must not be able to make it fail.
     if request.method == "info" and not request.arguments:
@@ -251,7 +251,7 @@ def serve(argv: list[str], stdin: tuple[bytes, str | None] | None = None) -> int
     sys.stdout = sys.stderr
     if len(argv) > 1:
         call_log = CallLog(sys.stderr, attach=False)
-        error = errors.CpiError(f"usage: cpi [CONFIG_PATH] (got {len(argv)} arguments)")
+        error = errors.CpiError(f"usage: cpi [CONFIG_PATH] (got {plural(len(argv), 'argument')})")
         _write(response_fd, None, error, call_log)
         return 0
     return serve_once(0, response_fd, argv[0] if argv else None, stdin)

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cpi.logs import plural
+
 from .output import CliError
 
 
@@ -36,11 +38,6 @@ def cell(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """'1 vm', '3 vms', '1 entry', '2 entries' (nouns: the plural when it is not noun + s)."""
-    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
 
 
 @dataclass

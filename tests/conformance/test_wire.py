@@ -42,7 +42,7 @@ BAD_INPUTS = {
     "too few arguments": (b'{"method": "create_disk", "arguments": [1024]}',
                           "Bosh::Clouds::CpiError", "create_disk takes 2 to 3 arguments"),
     "too many arguments": (b'{"method": "has_vm", "arguments": ["a", "b"]}',
-                           "Bosh::Clouds::CpiError", "has_vm takes 1 arguments (vm_cid), got 2"),
+                           "Bosh::Clouds::CpiError", "has_vm takes 1 argument (vm_cid), got 2"),
     "wrong argument type": (b'{"method": "create_disk", "arguments": ["big", {}, null]}',
                             "Bosh::Clouds::CpiError", "create_disk argument 1 (size)"),
     "float size": (b'{"method": "create_disk", "arguments": [1.5, {}, null]}',
