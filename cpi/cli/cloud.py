@@ -41,11 +41,19 @@ class Opened:
         self.redactor.collect(raw)
         ready = opening.open_cloud(raw, {"request_id": "cpi-cli"})
         self.plugin = ready.config.plugin
-        missing = getattr(ready.config.cloud_class, "missing_state", None)
-        problem = missing(ready.config.properties) if read_only and missing is not None else None
-        if problem:
-            raise CpiError(problem)
+        if read_only:
+            refuse_missing_state(ready.config)
         self.cloud = ready.cloud
 
     def clean(self, value: Any) -> Any:
         return masked(value, self.redactor)
+
+
+def refuse_missing_state(config: Any) -> None:
+    """A command that only reads refuses to open a cloud whose state would have to be
+    created first (the cloud class's `missing_state`): a mistyped state dir is an error,
+    not a new empty cloud."""
+    missing = getattr(config.cloud_class, "missing_state", None)
+    problem = missing(config.properties) if missing is not None else None
+    if problem:
+        raise CpiError(problem)

@@ -38,7 +38,7 @@ def validate(args: argparse.Namespace) -> int:
     from cpi.logs import Redactor
     from cpi.operator import cloud_config
 
-    from .cloud import read_config
+    from .cloud import read_config, refuse_missing_state
 
     try:
         raw = read_config(args.config)
@@ -58,9 +58,9 @@ def validate(args: argparse.Namespace) -> int:
     findings, items = cloud_config.check(doc, cfg.cloud_class)
     notes: list[str] = []
     if args.online:
-        cloud = ready.cloud
         try:
-            online = cloud_config.check_online(cloud, items)
+            refuse_missing_state(cfg)
+            online = cloud_config.check_online(ready.cloud, items)
         except BoshError as exc:
             return _fail(redactor.text(exc.message))
         findings += online

@@ -154,6 +154,8 @@ def _bad_inputs(cloud) -> list[tuple[list[str], int, str]]:
     typo = work / "typo.json"
     typo.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {
         "local": {"state_dir": str(work / "stat")}}}}))
+    cloud_config = work / "cloud-config.yml"
+    cloud_config.write_text("vm_types:\n- name: small\n  cloud_properties: {}\n")
     return [
         (["list", "vms", "--config", str(work / "nope.json")], 1, "nope.json"),
         (["list", "vms", "--config", str(typo)], 1, "does not exist"),
@@ -171,6 +173,7 @@ def _bad_inputs(cloud) -> list[tuple[list[str], int, str]]:
         (["call", "has_vm", "vm-1", "--config", config], 2, "not JSON"),
         (["plan", "has_vm", '"vm-1"', "--config", str(work / "nope.json")], 2, "no such file"),
         (["validate", str(work / "nope.yml"), "--config", config], 2, "cannot read"),
+        (["validate", str(cloud_config), "--online", "--config", str(typo)], 2, "does not exist"),
         (["props", "nosuch"], 2, "nosuch"),
     ]
 
