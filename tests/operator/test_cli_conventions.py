@@ -212,3 +212,13 @@ def test_a_deletion_is_confirmed_as_bosh_confirms_it(cloud, tmp_path):
     assert cpi("has_disk", again) is False
     assert all(cpi("has_disk", d) for d in cloud["disks"])
 
+
+
+def test_the_demo_removes_its_temporary_directory(tmp_path):
+    """`cpi lifecycle` (bin/demo) without --state-dir works in a temporary directory and
+    removes it at the end: nothing of it is left under TMPDIR."""
+    shown = run("lifecycle", env={"TMPDIR": str(tmp_path), "HOME": str(tmp_path / "home")})
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "Left in " in shown.stdout and ": nothing" in shown.stdout
+    assert "Removed the temporary directory" in shown.stdout
+    assert not list(tmp_path.glob("cpi-demo-*"))
