@@ -9,8 +9,9 @@
   other disks in the state dir.
 - openstack: the loopback services (tests/openstack/setup.sh), the same calls and `cpi list
   vms`, with 10 and 1,000 other servers and volumes in the CPI's project.
-- audit: `cpi audit` (a whole process) by request id, by resource and by a recent --since,
-  on a trail of 10,000 and of 1,000,000 lines.
+- audit: `cpi audit` (a whole process, its config's account only, as by default) by request
+  id, by resource, by a recent --since and by deployment (each 1,000th line a
+  set_disk_metadata naming it), on a trail of 10,000 and of 1,000,000 lines.
 
 Every figure is the median of `-n` whole bin/cpi (or `cpi`) processes, and the ratio is the
 one at 1,000 (or a million) to the one at 10 (or ten thousand).
@@ -229,6 +230,15 @@ def openstack(n: int, work: Path) -> list[tuple[str, float, float]]:
 
 
 def audit(n: int, work: Path) -> list[tuple[str, float, float]]:
+    from cpi import audit as trail_lines
+    from cpi import config
+
+    document = {"cloud": {"plugin": "aws", "properties": {"aws": {
+        "region": "us-east-1", "access_key_id": "AKIABENCHBENCHBENCH0", "secret_access_key": "bench-secret"}}}}
+    config_path = work / "audit-aws.json"
+    config_path.write_text(json.dumps(document))
+    account = trail_lines.account_of(config.build(document))
+
     def trail(lines: int) -> Path:
         path = work / f"audit-{lines}" / "audit.log"
         path.parent.mkdir(mode=0o700)
@@ -236,8 +246,11 @@ def audit(n: int, work: Path) -> list[tuple[str, float, float]]:
         with open(path, "wb") as handle:
             for index in range(lines):
                 when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start + index * 0.5)) + ".000Z"
+                tagged = index % 1000 == 0
                 entry = {"time": when, "request_id": f"cpi-{index:07d}", "director_uuid": "bench",
-                         "method": "attach_disk", "cloud": "aws", "action": "attach", "resource_type": "disk",
+                         "method": "set_disk_metadata" if tagged else "attach_disk", "cloud": "aws",
+                         "account": account, "deployment": f"dep-{index % 7}" if tagged else None,
+                         "action": "tag" if tagged else "attach", "resource_type": "disk",
                          "resource_id": f"vol-{index:017x}", "changes": {"old": None, "new": {
                              "vm_cid": f"i-{index % 997:017x}", "device": "/dev/sdf"}}, "pid": 4242}
                 handle.write((json.dumps(entry, ensure_ascii=True) + "\n").encode())
@@ -248,8 +261,8 @@ def audit(n: int, work: Path) -> list[tuple[str, float, float]]:
         values = []
         for _ in range(n):
             started = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "cpi.cli", "audit", "--file", str(path), "--json", *flags],
-                                  capture_output=True, cwd=ROOT, check=False)
+            proc = subprocess.run([sys.executable, "-m", "cpi.cli", "audit", "--config", str(config_path),
+                                   "--file", str(path), "--json", *flags], capture_output=True, cwd=ROOT, check=False)
             values.append(time.perf_counter() - started)
             if proc.returncode != 0 or not proc.stdout:
                 raise SystemExit(f"cpi audit {' '.join(flags)}: {proc.returncode} {proc.stderr.decode()[-500:]}")
@@ -260,7 +273,8 @@ def audit(n: int, work: Path) -> list[tuple[str, float, float]]:
     for label, small_flags, large_flags in (
             ("--request-id", ["--request-id", "cpi-0009000"], ["--request-id", "cpi-0900000"]),
             ("--resource", ["--resource", f"vol-{9000:017x}"], ["--resource", f"vol-{900000:017x}"]),
-            ("--since 10m", ["--since", "10m"], ["--since", "10m"])):
+            ("--since 10m", ["--since", "10m"], ["--since", "10m"]),
+            ("--deployment", ["--deployment", "dep-3"], ["--deployment", "dep-3"])):
         found.append((f"cpi audit {label}", query(small, *small_flags), query(large, *large_flags)))
     return found
 

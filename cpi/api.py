@@ -108,7 +108,7 @@ def dispatch(call: Call, arguments: list[Any]) -> Any:
     if handler is None:
         raise errors.NotImplemented(f"Must call implemented method: {shown(call.method, 64)} is not a CPI method")
     kwargs = _bind(call.method, handler, arguments)
-    audit.begin(call)
+    audit.begin(call, kwargs)
     for name, kind in CID_KINDS.items():
         value = kwargs.get(name)
         if isinstance(value, str) and not possible_cid(value):

@@ -1,8 +1,9 @@
 """The audit trail: one JSON line per IaaS mutation made by any CPI call.
 
-Each line holds the time (UTC), the call's request_id, director_uuid, CPI method and
-cloud, the action (create, delete, attach, detach, tag, resize, associate, reboot, ...),
-the resource's type and id, and the `changes` in the Salt state shape `{"old", "new"}`.
+Each line holds the time (UTC), the call's request_id, director_uuid, CPI method, cloud
+and account (`account_of`), the deployment when the call names it (`deployment_of`), the
+action (create, delete, attach, detach, tag, resize, associate, reboot, ...), the
+resource's type and id, and the `changes` in the Salt state shape `{"old", "new"}`.
 
 - The call's context is set once per call (`begin`, from api.dispatch); `record` is a
   no-op outside a call (a cloud used in-process by a test or a tool that did not `start`).
@@ -59,7 +60,8 @@ class AuditConfig(BaseModel):
         None,
         description="The audit file (its directory is created 0700 and refused if another user owns it or can "
         "write to it). Default: `audit.log` in the local cloud's state_dir; for other clouds "
-        "`~/.cache/bosh-cpi/audit/audit.log` in the CPI user's home.",
+        "`~/.cache/bosh-cpi/audit/audit.log` in the CPI user's home. Several configs may share one: each line "
+        "names its cloud and account, and `cpi audit` shows its config's own.",
     )
     max_bytes: int = Field(
         10 * 1024 * 1024, ge=1024, description="Size at which the file is rotated (renamed to .1, .1 to .2, ...)."
@@ -73,6 +75,11 @@ _context: dict[str, Any] | None = None
 _config: AuditConfig = AuditConfig()
 _path_of: Callable[[], Path] | None = None
 _resolved: Path | None = None
+#: The account of the call's lines, worked out when the first line is written: a call that
+#: changes nothing pays nothing for it.
+_account_of: Callable[[], str | None] | None = None
+#: The methods whose `metadata` argument names the deployment (BOSH's `deployment` tag).
+DEPLOYMENT_METHODS = frozenset({"set_vm_metadata", "set_disk_metadata", "snapshot_disk"})
 
 
 def default_path(cfg: Any) -> Path:
@@ -88,27 +95,93 @@ def default_path(cfg: Any) -> Path:
     return private.cache_dir("audit", PATH_SETTING) / FILE_NAME
 
 
-def begin(call: Any) -> None:
-    """Set the context of this process's call (an api.Call)."""
+def account_of(cfg: Any) -> str | None:
+    """The account a config's calls act in, as its lines name it: `audit_account(properties)`
+    on the cloud's class (worked out from the config alone: no request to the IaaS, and
+    never a secret), None for a cloud without one. `cpi audit` works it out the same way
+    to show one account's lines."""
+    own = getattr(cfg.cloud_class, "audit_account", None)
+    return None if own is None else own(cfg.properties)
+
+
+def endpoint(url: str) -> str:
+    """A URL as an account string names it: scheme, host, port and path, never a
+    `user:password@`, query or fragment (where a secret could ride along)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"  # IPv6
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    where = f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+    return where + parts.path.rstrip("/")
+
+
+def fingerprint(value: str, prefix: str) -> str:
+    """`prefix-` and 12 hex digits of the value's sha256: names one credential across
+    lines without naming the credential itself."""
+    import hashlib
+
+    return f"{prefix}-{hashlib.sha256(value.encode()).hexdigest()[:12]}"
+
+
+def deployment_of(method: str, arguments: dict[str, Any]) -> str | None:
+    """The deployment a call names: the `deployment` tag of the metadata that
+    set_vm_metadata, set_disk_metadata and snapshot_disk carry. create_vm's env names it
+    only by position in `bosh.groups`, which no contract fixes: not taken from there (its
+    VM's lines are tied to the deployment by the VM's set_vm_metadata line, cpi.operator.audit)."""
+    if method not in DEPLOYMENT_METHODS:
+        return None
+    metadata = arguments.get("metadata")
+    deployment = metadata.get("deployment") if isinstance(metadata, dict) else None
+    return deployment if isinstance(deployment, str) and deployment else None
+
+
+def begin(call: Any, arguments: dict[str, Any] | None = None) -> None:
+    """Set the context of this process's call (an api.Call, with its bound arguments)."""
     cfg = call.config
     start(method=call.method, cloud=cfg.plugin, request_id=call.context.request_id,
           director_uuid=call.context.director_uuid, config=getattr(cfg, "audit", None) or AuditConfig(),
-          path=lambda: default_path(cfg))
+          path=lambda: default_path(cfg), account=lambda: account_of(cfg),
+          deployment=deployment_of(call.method, arguments or {}))
 
 
 def start(*, method: str, cloud: str, request_id: str | None = None, director_uuid: str | None = None,
-          config: AuditConfig | None = None, path: Callable[[], Path] | Path | None = None) -> None:
+          config: AuditConfig | None = None, path: Callable[[], Path] | Path | None = None,
+          account: Callable[[], str | None] | str | None = None, deployment: str | None = None) -> None:
     """Set the context by hand (the operator's commands that act through a cloud)."""
-    global _context, _config, _path_of, _resolved
-    _context = {"request_id": request_id, "director_uuid": director_uuid, "method": method, "cloud": cloud}
+    global _context, _config, _path_of, _resolved, _account_of
+    _context = {"request_id": request_id, "director_uuid": director_uuid, "method": method, "cloud": cloud,
+                "account": None, "deployment": deployment}
+    _account_of = account if callable(account) else (lambda: account)
     _config = config or AuditConfig()
     _path_of = (lambda: Path(path)) if isinstance(path, (str, Path)) else path
     _resolved = None
 
 
 def end() -> None:
-    global _context, _path_of, _resolved
-    _context, _path_of, _resolved = None, None, None
+    global _context, _path_of, _resolved, _account_of
+    _context, _path_of, _resolved, _account_of = None, None, None, None
+
+
+def _fields() -> dict[str, Any]:
+    """The call's fields of every line, its account worked out on the first one; a cloud
+    whose `audit_account` fails leaves the account null (a warning) but writes the line."""
+    global _account_of
+    if _context is None:
+        return {}
+    if _account_of is not None:
+        compute, _account_of = _account_of, None
+        try:
+            _context["account"] = compute()
+        except Exception as exc:  # noqa: BLE001 - a line without its account beats no line
+            log.warning("audit: cannot tell the account of the %s cloud: %s", _context.get("cloud"),
+                        logs.shown(str(exc), 200))
+    return _context
 
 
 def _path() -> Path:
@@ -154,7 +227,7 @@ def now() -> str:
 
 
 def _entry(action: str, resource_id: Any, changes: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    entry: dict[str, Any] = {"time": now(), **(_context or {}), "action": action}
+    entry: dict[str, Any] = {"time": now(), **_fields(), "action": action}
     if "resource_type" in extra:
         entry["resource_type"] = extra.pop("resource_type")
     entry["resource_id"] = resource_id
@@ -291,10 +364,13 @@ def files(path: Path) -> list[Path]:
     return ordered
 
 
-def read(path: Path, needles: tuple[bytes, ...] = (), not_before: bytes | None = None) -> Iterator[dict[str, Any]]:
+def read(path: Path, needles: tuple[bytes, ...] = (), not_before: bytes | None = None,
+         before: bytes | None = None, accept: Callable[[bytes], bool] | None = None) -> Iterator[dict[str, Any]]:
     """Every entry of the trail, oldest first; a line that is not a JSON object is skipped.
-    With `needles` (see `needle`), only the lines holding every one of them are parsed, and
-    with `not_before` (see `time_bytes`) no line that starts with an earlier time: the others
+    With `needles` (see `needle`; the most selective first: they are looked for in turn),
+    only the lines holding every one of them are parsed, with
+    `not_before` and `before` (see `time_bytes`) no line that starts with an earlier, or a
+    later or equal, time, and with `accept` only the lines it says yes to: the others
     cannot match, and a query of a trail of a million lines reads it in a fraction of a
     second instead of decoding every line."""
     for file in files(path):
@@ -305,9 +381,13 @@ def read(path: Path, needles: tuple[bytes, ...] = (), not_before: bytes | None =
             continue
         with os.fdopen(fd, "rb") as handle:
             for raw in handle:
+                if (not_before is not None or before is not None) and raw.startswith(_TIME_PREFIX):
+                    when = raw[10:_TIME_END]  # first: a slice compared costs less than a search
+                    if (not_before is not None and when < not_before) or (before is not None and when >= before):
+                        continue
                 if needles and not all(n in raw for n in needles):
                     continue
-                if not_before is not None and raw.startswith(_TIME_PREFIX) and raw[10:_TIME_END] < not_before:
+                if accept is not None and not accept(raw):
                     continue
                 try:
                     entry = json.loads(raw)
@@ -315,6 +395,17 @@ def read(path: Path, needles: tuple[bytes, ...] = (), not_before: bytes | None =
                     continue
                 if isinstance(entry, dict):
                     yield entry
+
+
+def resource_bytes(raw: bytes) -> bytes | None:
+    """A line's `resource_id` as the line spells it (`needle(resource_id)`), found without
+    decoding the line: _line writes it just before `changes`. None when it is not there."""
+    start = raw.find(_RESOURCE_KEY)
+    if start < 0:
+        return None
+    start += len(_RESOURCE_KEY)
+    end = raw.find(_CHANGES_KEY, start)
+    return raw[start:end] if end >= 0 else None
 
 
 def needle(value: Any) -> bytes:
@@ -326,6 +417,9 @@ def needle(value: Any) -> bytes:
 #: How every line _line writes begins, up to its time (UTC, milliseconds, "Z").
 _TIME_PREFIX = b'{"time": "'
 _TIME_END = len(_TIME_PREFIX) + len("2026-01-01T00:00:00.000Z")
+#: What comes before and after a line's resource_id (_entry puts `changes` right after it).
+_RESOURCE_KEY = b'"resource_id": '
+_CHANGES_KEY = b', "changes": '
 
 
 def time_bytes(when: datetime) -> bytes:

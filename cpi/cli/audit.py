@@ -1,5 +1,10 @@
 """`cpi audit`: read the audit trail (every IaaS mutation the CPI made), filtered by
-cpi/operator/audit.py, as a table or JSON lines."""
+cpi/operator/audit.py, as a table or JSON lines.
+
+By default only the lines of the config's own cloud and account: one trail may be shared
+by several configs (an explicit `audit.path`, or ~/.cache/bosh-cpi/audit for every aws and
+openstack config of a user), and an operator asking about one cpi.json means its account.
+`--all` shows every line, and only then the table has the cloud and account columns."""
 
 from __future__ import annotations
 
@@ -8,25 +13,40 @@ import json
 import sys
 from pathlib import Path
 
-from cpi.operator.audit import parse_since, select, trail_path
+from cpi.operator.audit import parse_since, select, trail
 
 from . import options
 from .output import CliError, print_data, short, wants_data
 from .table import Table, print_table
 
+COLUMNS = ("time", "request", "method", "action", "type", "resource", "old", "new")
+
 
 def add_parser(sub, name: str, summary: str) -> None:
     p = sub.add_parser(
         name, help=summary,
-        description="Read the audit trail (rotated files included, oldest first) of the cloud cpi.json names.",
+        description="Read the audit trail (rotated files included, oldest first) of the cloud cpi.json names: only "
+                    "the lines of its cloud and account (as the calls work it out from the config: local, the "
+                    "state dir; aws, the endpoint, region and credentials; openstack, Keystone and the project), "
+                    "unless --all. Lines written before lines named their account are shown only with --all.",
         epilog="examples: cpi audit --config cpi.json --request-id cpi-123456;  "
-               "cpi audit --config cpi.json --resource vol-0abc --since 2h --json",
+               "cpi audit --config cpi.json --deployment cf --since 2h;  "
+               "cpi audit --config cpi.json --resource vol-0abc --before 2026-01-31T12:00Z --json;  "
+               "cpi audit --config cpi.json --all",
     )
     p.add_argument("--file", help="read this audit file instead of the one cpi.json names")
+    p.add_argument("--all", action="store_true",
+                   help="every line, of every cloud and account (and lines older than the account field); "
+                        "the table gains the cloud and account columns")
+    p.add_argument("--deployment", metavar="NAME",
+                   help="only the lines of this deployment: those of the calls that name it (set_vm_metadata, "
+                        "set_disk_metadata, snapshot_disk) and every line about a resource they touched (its "
+                        "create, attach, detach, delete)")
     p.add_argument("--request-id", help="only the lines of this request")
     p.add_argument("--resource", help="only the lines about this resource id")
     p.add_argument("--action", help="only this action (create, delete, attach, ...)")
     p.add_argument("--since", help="only lines since this time: ISO 8601 (2026-01-31T12:00Z) or an age (30m, 2h, 7d)")
+    p.add_argument("--before", help="only lines before this time: ISO 8601 (2026-01-31T12:00Z) or an age (30m, 2h, 7d)")
     options.add(p, options.CONFIG, options.OUTPUT, options.COLUMNS)
     p.set_defaults(func=audit_command)
 
@@ -36,15 +56,19 @@ def audit_command(args: argparse.Namespace) -> int:
 
     data = wants_data(args)
     try:
-        path = Path(args.file).expanduser().resolve() if args.file else trail_path(args.config)
+        own = trail(args.config)
+        path = Path(args.file).expanduser().resolve() if args.file else own.path
         since = parse_since(args.since) if args.since else None
+        before = parse_since(args.before, option="--before") if args.before else None
     except errors.BoshError as exc:
         raise CliError(exc.message) from None
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     if args.file and not path.is_file():
         raise CliError(f"--file {args.file}: " + ("not a file" if path.exists() else "no such file"))
-    entries = select(path, request_id=args.request_id, resource=args.resource, action=args.action, since=since)
+    entries = select(path, request_id=args.request_id, resource=args.resource, action=args.action, since=since,
+                     before=before, deployment=args.deployment,
+                     scope=None if args.all else (own.cloud, own.account))
     if data and args.json:
         for entry in entries:  # JSON lines, as the trail holds them: a script reads one at a time
             sys.stdout.write(json.dumps(entry, sort_keys=False) + "\n")
@@ -52,12 +76,15 @@ def audit_command(args: argparse.Namespace) -> int:
     if data:
         print_data(entries, args)
         return 0
-    table = Table(f"audit trail {path}", ("time", "request", "method", "action", "type", "resource", "old", "new"),
-                  noun="line")
+    scope = "every cloud and account" if args.all else (
+        f"{own.cloud} {own.account}" if own.account is not None else f"{own.cloud}, which names no account")
+    headers = (COLUMNS[0], "cloud", "account", *COLUMNS[1:]) if args.all else COLUMNS
+    table = Table(f"audit trail {path} ({scope})", headers, noun="line")
     for entry in entries:
         changes = entry.get("changes") or {}
-        table.rows.append([*(entry.get(k) for k in ("time", "request_id", "method", "action", "resource_type",
-                                                     "resource_id")),
+        where = [entry.get("cloud"), entry.get("account")] if args.all else []
+        table.rows.append([entry.get("time"), *where,
+                           *(entry.get(k) for k in ("request_id", "method", "action", "resource_type", "resource_id")),
                            short(changes.get("old")), short(changes.get("new"))])
     print_table(table, args)
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cpi import audit
+from cpi import config as cpi_config
 from tests.openstack.fixtures import openstack_cloud  # noqa: F401 - fixtures
 from tests.support.runner import BIN_CPI, DIRECTOR_ENV, ROOT, Cpi, check_envelope
 
@@ -235,7 +236,8 @@ def test_an_aws_lifecycle_is_audited(request, tmp_path):
     assert attach["changes"]["old"] is None and attach["changes"]["new"]["vm_cid"] == vm
     assert attach["request"] == "ec2:AttachVolume" and attach["cloud"] == "aws" and attach["director_uuid"] == "dir-aws"
     assert all(e["request_id"].startswith("a") for e in lines)
-    assert moto_env.SECRET_ACCESS_KEY not in trail.read_text()
+    assert {e["account"] for e in lines} == {audit.account_of(cpi_config.build(document))}  # offline: no STS call
+    assert moto_env.SECRET_ACCESS_KEY not in trail.read_text() and moto_env.ACCESS_KEY_ID not in trail.read_text()
 
 
 def test_an_openstack_lifecycle_is_audited(request, tmp_path):
@@ -264,6 +266,7 @@ def test_an_openstack_lifecycle_is_audited(request, tmp_path):
     assert ("o6", "delete", disk) in seen and ("o7", "delete", vm) in seen
     attach = next(e for e in lines if e["action"] == "attach")
     assert attach["changes"]["new"]["vm_cid"] == vm and attach["cloud"] == "openstack"
+    assert {e["account"] for e in lines} == {audit.account_of(cpi_config.build(document))}
     assert cloud.env["password"] not in trail.read_text()
 
 

@@ -81,6 +81,25 @@ class AwsCloud(Cloud):
 
     properties: AwsProperties
 
+    @staticmethod
+    def audit_account(properties: AwsProperties) -> str:
+        """The account its audit lines name (cpi.audit.account_of), from the config alone
+        (no STS request): the ec2_endpoint when one is set (a moto server, another partition
+        or cloud), the region, and who signs: the role assumed, else a fingerprint of the
+        static access key id (not masked as a secret, but STS tells anyone its AWS account,
+        and a trail travels further than the config), else `env_or_profile` (the machine's
+        own chain: environment, profile or instance role)."""
+        from cpi import audit
+
+        if properties.role_arn:
+            who = f"role {properties.role_arn}"
+        elif properties.credentials_source == "static" and properties.access_key_id:
+            who = audit.fingerprint(properties.access_key_id, "key")
+        else:
+            who = "env_or_profile"
+        where = [audit.endpoint(properties.ec2_endpoint)] if properties.ec2_endpoint else []
+        return " ".join([*where, properties.signing_region, who])
+
     @classmethod
     def preload(cls) -> None:
         from .session import preload

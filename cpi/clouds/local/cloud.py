@@ -68,6 +68,12 @@ class LocalCloud(Cloud):
         return Path(properties.state_dir).expanduser() / "audit.log"
 
     @staticmethod
+    def audit_account(properties: LocalProperties) -> str:
+        """The account its audit lines name (cpi.audit.account_of): the state dir, absolute,
+        since each state dir is a cloud of its own."""
+        return os.path.normpath(Path(properties.state_dir).expanduser())
+
+    @staticmethod
     def missing_state(properties: LocalProperties) -> str | None:
         """What a read-only operator command (`cpi list`, `show`, `avail`, `orphans`) would
         have to create to open this cloud, which it must not: a mistyped state_dir is an

@@ -89,6 +89,23 @@ class OpenStackCloud(Cloud):
 
     properties: OpenStackProperties
 
+    @staticmethod
+    def audit_account(properties: OpenStackProperties) -> str:
+        """The account its audit lines name (cpi.audit.account_of), from the config alone
+        (no Keystone request): the Keystone URL, the project as the config names it (the
+        application credential that carries one, or its id, or domain/name), and the region
+        when set."""
+        from cpi import audit
+
+        if properties.application_credential_id:  # it carries its project: the config's is not used
+            project = f"application_credential {properties.application_credential_id}"
+        elif properties.project_id:
+            project = f"project_id {properties.project_id}"
+        else:
+            project = f"project {properties.project_domain_name or properties.domain}/{properties.project}"
+        region = f" region {properties.region}" if properties.region else ""
+        return f"{audit.endpoint(properties.auth_url)} {project}{region}"
+
     @classmethod
     def preload(cls) -> None:
         from .session import preload
