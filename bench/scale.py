@@ -219,10 +219,14 @@ def openstack(n: int, work: Path) -> list[tuple[str, float, float]]:
         cpi(config, work, "delete_stemcell", stemcell)
         return [(f"openstack {m}", small[m], large[m]) for m in small]
     finally:
-        for server_id in servers:
-            user.request("compute", "DELETE", f"/servers/{server_id}", ok=(204, 404))
+        # every filler by its name, also those of a fill that was interrupted
+        for filler in user.get("compute", "/servers/detail?name=bench-filler&limit=2000")["servers"]:
+            user.request("compute", "DELETE", f"/servers/{filler['id']}", ok=(204, 404))
         for volume_id in volumes:
             user.request("block-storage", "DELETE", f"/volumes/{volume_id}", ok=(202, 404))
+        deadline = time.monotonic() + 600  # the quotas go back once the fillers are gone
+        while user.get("compute", "/servers/detail?name=bench-filler")["servers"] and time.monotonic() < deadline:
+            time.sleep(2)
         admin.request("compute", "PUT", f"/os-quota-sets/{project}",
                       json={"quota_set": {"instances": quotas["compute"]}})
         admin.request("block-storage", "PUT", f"/os-quota-sets/{project}",
