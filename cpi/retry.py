@@ -96,10 +96,13 @@ class _Policy:
     stop test and the log line agree on why we are waiting."""
 
     def __init__(self, classify: Classifier, what: str, budget: float, max_attempts: int,
-                 rng: random.Random | None):
+                 rng: random.Random | None, spent: float = 0.0):
         self.classify = classify
         self.what = what
         self.budget = budget
+        #: what the bare first attempt took before tenacity's clock started (a read timeout:
+        #: all of it), counted against the budget like every later attempt
+        self.spent = spent
         self.max_attempts = max_attempts
         self.rng = rng or random.Random()
         self.verdict: Verdict = PERMANENT
@@ -124,7 +127,7 @@ class _Policy:
         if state.attempt_number >= self.max_attempts:
             self._give_up(state, f"after {state.attempt_number} attempts")
             return True
-        elapsed = state.seconds_since_start or 0.0
+        elapsed = self.elapsed(state)
         # tenacity (>= 8.3) computes the wait before asking whether to stop, so a sleep
         # that would end beyond the budget is never started.
         upcoming = getattr(state, "upcoming_sleep", 0.0)
@@ -133,6 +136,9 @@ class _Policy:
                                  f"({self.budget:.0f}s)")
             return True
         return False
+
+    def elapsed(self, state: tenacity.RetryCallState) -> float:
+        return (state.seconds_since_start or 0.0) + self.spent
 
     def _give_up(self, state: tenacity.RetryCallState, when: str) -> None:
         log.warning("%s: giving up %s: still %s (%s)", self.what, when, self.verdict.kind.value,
@@ -146,7 +152,7 @@ class _Policy:
             self.verdict.reason or _describe(state),
             state.attempt_number,
             state.upcoming_sleep,
-            state.seconds_since_start or 0.0,
+            self.elapsed(state),
             self.budget,
         )
 
@@ -201,12 +207,14 @@ def call(
             limiter.succeeded()
         return result
 
+    started = time.monotonic()
     try:
         return one()
     except Exception as exc:
         if max_attempts <= 1 or not verdict_of(exc).retryable:
             raise
         first_failure: list[BaseException] = [exc]
+    spent = time.monotonic() - started
 
     def attempt() -> T:
         if first_failure:  # replay the bare attempt's failure, so tenacity counts and logs it
@@ -215,7 +223,7 @@ def call(
 
     import tenacity
 
-    policy = _Policy(verdict_of, what, budget, max(1, max_attempts), rng)
+    policy = _Policy(verdict_of, what, budget, max(1, max_attempts), rng, spent)
     retrying = tenacity.Retrying(
         retry=policy.retry,
         wait=policy.wait,
