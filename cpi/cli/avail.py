@@ -9,8 +9,9 @@ import fnmatch
 from cpi import errors
 from cpi.clouds.inventory import OFFERS
 
+from . import timeout
 from .cloud import Opened, add_cloud_options
-from .output import fail, print_data, wants_data
+from .output import fail, print_data, waiting, wants_data
 from .table import Table, cell, print_table
 
 
@@ -30,11 +31,13 @@ def add_parser(sub, name: str, summary: str) -> None:
 
 def avail_command(args: argparse.Namespace) -> int:
     data = wants_data(args)
+    seconds = timeout.seconds(args)
     try:
-        opened = Opened(args.config, read_only=True)
-        offers = opened.cloud.available(args.offer)
+        opened = Opened(args.config, read_only=True, timeout=seconds)
     except errors.BoshError as exc:
         return fail("avail", exc)
+    with waiting(f"reading {args.offer}", seconds, opened.text):
+        offers = opened.cloud.available(args.offer)
     if args.filter:
         pattern = args.filter.lower()
         offers = [o for o in offers if fnmatch.fnmatchcase(o.name.lower(), pattern)

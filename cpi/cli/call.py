@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
+from . import timeout
 from .client import Client
 from .output import print_data
 from .request import add_call_arguments, config_file, json_arguments
@@ -19,8 +21,11 @@ examples:
 
 Each argument is one JSON value (quote it for the shell). A relative --config is read from
 the current directory, as is create_stemcell's image path. The response is printed as JSON
-(--yaml: as YAML). Exit status: 0 when the response has no error, 1 when it has one, 2 for
-a usage error."""
+(--yaml: as YAML); with an error, one line on stderr also says it, and how long the call
+took. --timeout (default 30) bounds each request to the cloud, retries included: a cloud
+that does not answer ends the call after about that long. On a terminal, a spinner says
+what bin/cpi is doing meanwhile. Exit status: 0 when the response has no error, 1 when it
+has one, 2 for a usage error."""
 
 
 def add_parser(sub, name: str, summary: str) -> None:
@@ -33,14 +38,23 @@ def add_parser(sub, name: str, summary: str) -> None:
 
 
 def call(args: argparse.Namespace) -> int:
+    seconds = timeout.seconds(args)
     arguments = json_arguments("call", args.method, args.arguments)
     if arguments is None:
         return 2
     config = config_file("call", args.config)
-    client = Client(config, args.api_version, echo=False, director_uuid=args.director_uuid or "cpi-cli")
+    client = Client(config, args.api_version, echo=False, director_uuid=args.director_uuid or "cpi-cli",
+                    context=timeout.overrides_of_file(config, seconds), spinner=True)
     response = client.raw(args.method, *arguments)
     if args.yaml:
         print_data(response, args)
     else:
         print(json.dumps(response, indent=2))
-    return 0 if response["error"] is None else 1
+    error = response["error"]
+    if error is None:
+        return 0
+    assert client.status is not None  # set by every call
+    sys.stdout.flush()  # the response first, then the line that sums it up
+    message = f"{error['type']}: {error['message']}"
+    print(f"cpi call: error: {client.status.failed(message, seconds)}", file=sys.stderr)
+    return 1

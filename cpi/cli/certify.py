@@ -17,7 +17,7 @@ from cpi import errors
 from cpi.operator.certify import Certify, Journal, Report, Step
 from cpi.operator.orphans import find
 
-from . import options
+from . import options, timeout
 from .client import Client
 from .cloud import Opened
 from .output import CliError, fail, print_data, wants_data
@@ -33,7 +33,10 @@ def add_parser(sub, name: str, summary: str) -> None:
         description="What a director does to a CPI, step by step through bin/cpi (info, create_stemcell,\n"
                     "create_vm, disks, snapshots, resize, reboot, deletes), timed, with the IaaS requests\n"
                     "each step made. Everything the run made is deleted afterwards whatever happens, and\n"
-                    "checked gone. Exit status 0 only when every step passed and nothing is left.",
+                    "checked gone. Exit status 0 only when every step passed and nothing is left.\n"
+                    "It keeps the config's retry budgets and timeouts, as a director's deploy has them\n"
+                    "(it makes real VMs and disks: a throttled account must not fail it half-way);\n"
+                    "--timeout SECONDS lowers them for each request, retries included.",
         formatter_class=Formatter,
         epilog="examples:\n"
                "  cpi certify                                       # the local cloud: a stemcell of its own\n"
@@ -53,7 +56,7 @@ def add_parser(sub, name: str, summary: str) -> None:
     p.add_argument("--disk-type", default="{}", metavar="JSON", help="the disk's cloud_properties (default {})")
     p.add_argument("--network", default=json.dumps(DEFAULT_NETWORKS), metavar="JSON",
                    help="the networks argument of create_vm (default: one dynamic network)")
-    options.add(p, options.CONFIG, options.OUTPUT)
+    options.add(p, options.CONFIG, options.OUTPUT, options.TIMEOUT)
     p.set_defaults(func=certify_command)
 
 
@@ -72,9 +75,10 @@ def certify_command(args: argparse.Namespace) -> int:
     vm_type = _json_arg("vm-type", args.vm_type)
     disk_type = _json_arg("disk-type", args.disk_type)
     networks = _json_arg("network", args.network)
+    seconds = timeout.seconds(args, default=None)  # None: the wire's budgets
     config = Path(args.config).resolve() if args.config else None
     try:
-        opened = Opened(args.config)  # fails early on a bad config, names the cloud
+        opened = Opened(args.config, timeout=seconds)  # fails early on a bad config, names the cloud
     except errors.BoshError as exc:
         return fail("certify", exc)
     if args.stemcell is not None and args.stemcell_properties is not None:
@@ -96,7 +100,7 @@ def certify_command(args: argparse.Namespace) -> int:
 def _certify(args: argparse.Namespace, data: bool, opened: Opened, config: Path | None,
              stemcell: tuple[str, dict], vm_type: dict, disk_type: dict, networks: dict) -> int:
     def finder(uuid_: str, stemcell_cid: str | None) -> list:
-        look = Opened(args.config)
+        look = Opened(args.config, timeout=opened.timeout)
         found = find(look.cloud, uuid_, set())
         found += [r for r in look.cloud.inventory("stemcells")
                   if r.cid == stemcell_cid or r.tags.get("director_uuid") == uuid_]
@@ -104,7 +108,7 @@ def _certify(args: argparse.Namespace, data: bool, opened: Opened, config: Path 
 
     key = str(config) if config else None
     try:
-        _clean_up_after_killed_runs(opened.plugin, key, config, finder)
+        _clean_up_after_killed_runs(opened.plugin, key, config, finder, opened.overrides)
         director_uuid = f"cpi-certify-{uuid.uuid4()}"
         journal = Journal(director_uuid, opened.plugin, key)
         journal.write()
@@ -113,7 +117,7 @@ def _certify(args: argparse.Namespace, data: bool, opened: Opened, config: Path 
     print(f"cpi certify: this run's director_uuid is {director_uuid}: everything it makes is tagged with it, and "
           f"{journal.path} records it; if the run is killed, the next cpi certify of this config cleans up after it "
           f"(or: cpi orphans --director-uuid {director_uuid})", file=sys.stderr, flush=True)
-    client = Client(config, echo=False, director_uuid=director_uuid)
+    client = Client(config, echo=False, director_uuid=director_uuid, context=opened.overrides)
     run = Certify(client, finder, opened.plugin, stemcell, vm_type, disk_type, networks, journal)
     report = _run_with_progress(run)
     if data:
@@ -123,14 +127,16 @@ def _certify(args: argparse.Namespace, data: bool, opened: Opened, config: Path 
     return 0 if report.ok else 1
 
 
-def _clean_up_after_killed_runs(cloud: str, key: str | None, config: Path | None, finder) -> None:
+def _clean_up_after_killed_runs(cloud: str, key: str | None, config: Path | None, finder,
+                                overrides: dict) -> None:
     """What earlier runs of this config left when they were killed outright: deleted, as
     their own cleanup would have, before this run makes anything."""
     for record in Journal.left(cloud, key):
         director = str(record.get("director_uuid"))
         made = record.get("made")
         made = made if isinstance(made, dict) else {}
-        earlier = Certify(Client(config, echo=False, director_uuid=director), finder, cloud, ("", {}), {}, {}, {},
+        earlier = Certify(Client(config, echo=False, director_uuid=director, context=overrides), finder, cloud,
+                          ("", {}), {}, {}, {},
                           Journal(director, cloud, key))
         earlier.created = {k: v for k, v in made.items() if isinstance(v, str)}
         earlier.cid = dict(earlier.created)

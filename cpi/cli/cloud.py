@@ -16,11 +16,11 @@ from cpi.raw_config import read_file
 
 
 def add_cloud_options(p: argparse.ArgumentParser) -> None:
-    """--config, --json/--yaml, --tty and --column, as the commands that print what a cloud
-    holds (`cpi list`, `show`, `avail`, `orphans`) take them."""
+    """--config, --json/--yaml, --tty, --column and --timeout, as the commands that print
+    what a cloud holds (`cpi list`, `show`, `avail`, `orphans`) take them."""
     from . import options
 
-    options.add(p, options.CONFIG, options.OUTPUT, options.COLUMNS)
+    options.add(p, options.CONFIG, options.OUTPUT, options.COLUMNS, options.TIMEOUT)
 
 
 def read_config(config_path: str | None) -> dict:
@@ -33,13 +33,20 @@ class Opened:
     """A cloud and the redactor that knows its config's secrets: nothing an operator
     command prints may show one."""
 
-    def __init__(self, config_path: str | None, read_only: bool = False):
+    def __init__(self, config_path: str | None, read_only: bool = False, timeout: float | None = None):
         """read_only: the command only reads, so it refuses to open a cloud whose state
-        would have to be created first (the cloud class's `missing_state`)."""
+        would have to be created first (the cloud class's `missing_state`). timeout: the
+        command's --timeout, brought to the cloud as context overrides (cpi.cli.timeout;
+        None: the config's own budgets, as the wire has them)."""
+        from .timeout import overrides
+
         raw = read_config(config_path)
         self.redactor = Redactor()
         self.redactor.collect(raw)
-        ready = opening.open_cloud(raw, {"request_id": "cpi-cli"})
+        self.timeout = timeout
+        #: the context keys --timeout set, for the bin/cpi calls of the same command
+        self.overrides = overrides(raw, timeout)
+        ready = opening.open_cloud(raw, {"request_id": "cpi-cli", **self.overrides})
         self.plugin = ready.config.plugin
         if read_only:
             refuse_missing_state(ready.config)
@@ -47,6 +54,10 @@ class Opened:
 
     def clean(self, value: Any) -> Any:
         return masked(value, self.redactor)
+
+    def text(self, value: str) -> str:
+        """A line with the config's secrets masked (a spinner's, an error's)."""
+        return self.redactor.text(value)
 
 
 def refuse_missing_state(config: Any) -> None:

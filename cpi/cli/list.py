@@ -8,6 +8,7 @@ import argparse
 from cpi import errors
 from cpi.clouds.inventory import KINDS
 
+from . import timeout
 from .cloud import Opened, add_cloud_options
 from .output import fail, print_data, reading, wants_data
 from .table import Table, print_table
@@ -29,12 +30,13 @@ def add_parser(sub, name: str, summary: str) -> None:
 
 def list_command(args: argparse.Namespace) -> int:
     data = wants_data(args)
+    seconds = timeout.seconds(args)
     try:
-        opened = Opened(args.config, read_only=True)
-        with reading(args.kind):
-            resources = opened.cloud.inventory(args.kind)
+        opened = Opened(args.config, read_only=True, timeout=seconds)
     except errors.BoshError as exc:
         return fail("list", exc)
+    with reading(args.kind, seconds, opened.text):
+        resources = opened.cloud.inventory(args.kind)
     if args.director_uuid:
         resources = [r for r in resources if r.tags.get("director_uuid") == args.director_uuid]
     resources.sort(key=lambda r: r.created_at or "")

@@ -1,6 +1,7 @@
 """The options every `cpi` command spells the same way, as bosh spells its own: `--config`
 (default `$CPI_CONFIG`, as bosh's `-e` defaults to `$BOSH_ENVIRONMENT`), `--json` and
-`--yaml`, `--column`, `--tty`, `-n/--non-interactive` (default `$CPI_NON_INTERACTIVE`).
+`--yaml`, `--column`, `--tty`, `-n/--non-interactive` (default `$CPI_NON_INTERACTIVE`),
+`--timeout` (how long a command that talks to a cloud waits on it: cpi.cli.timeout).
 
 Each is accepted before the command (`cpi --json list vms`, on the top-level parser) and
 after it (`cpi list vms --json`, on the command's parser, which a command adds with
@@ -18,7 +19,7 @@ CONFIG_ENV = "CPI_CONFIG"
 #: Set to true/1/yes: every confirmation is affirmed (as BOSH_NON_INTERACTIVE).
 NON_INTERACTIVE_ENV = "CPI_NON_INTERACTIVE"
 
-CONFIG, OUTPUT, COLUMNS, INTERACTION = "config", "output", "columns", "interaction"
+CONFIG, OUTPUT, COLUMNS, INTERACTION, TIMEOUT = "config", "output", "columns", "interaction", "timeout"
 
 
 def _flag(value: str | None) -> bool:
@@ -44,11 +45,17 @@ def _adders(p: argparse.ArgumentParser, top: bool) -> dict[str, list[tuple[tuple
         INTERACTION: [(("-n", "--non-interactive"), {
             "action": "store_true", "default": default(_flag(os.environ.get(NON_INTERACTIVE_ENV))),
             "help": f"answer yes to every confirmation (default: ${NON_INTERACTIVE_ENV})"})],
+        # a string, checked by the command (cpi.cli.timeout.seconds): a bad value is then one
+        # line and exit 2, as every other usage error of a command
+        TIMEOUT: [(("--timeout",), {
+            "metavar": "SECONDS", "default": default(None),
+            "help": "give up on a cloud request that is not answered (retries included) after this long "
+                    "(default: 30; certify: the config's own budgets); connecting: at most 5"})],
     }
 
 
 def add(p: argparse.ArgumentParser, *groups: str) -> None:
-    """The shared options of `groups` (CONFIG, OUTPUT, COLUMNS, INTERACTION) on a command's
+    """The shared options of `groups` (CONFIG, OUTPUT, COLUMNS, INTERACTION, TIMEOUT) on a command's
     parser, listed under "common options" in its help."""
     group = p.add_argument_group("common options (also accepted before the command)")
     adders = _adders(p, top=False)

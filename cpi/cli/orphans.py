@@ -13,7 +13,7 @@ from cpi.clouds.inventory import Resource
 from cpi.operator import known
 from cpi.operator.orphans import DELETERS, find
 
-from . import options
+from . import options, timeout
 from .client import Client
 from .cloud import Opened, add_cloud_options
 from .output import CliError, confirm, fail, print_data, reading, wants_data
@@ -42,6 +42,7 @@ def add_parser(sub, name: str, summary: str) -> None:
 
 def orphans_command(args: argparse.Namespace) -> int:
     data = wants_data(args)
+    seconds = timeout.seconds(args)
     try:
         text = sys.stdin.read() if args.known == "-" else Path(args.known).read_text()
         known_cids = known.parse(text)
@@ -50,11 +51,11 @@ def orphans_command(args: argparse.Namespace) -> int:
     except (UnicodeDecodeError, known.KnownError) as exc:
         raise CliError(f"--known {args.known}: {exc}; nothing listed or deleted") from None
     try:
-        opened = Opened(args.config, read_only=True)
-        with reading("what the director may have left"):
-            found = find(opened.cloud, args.director_uuid, known_cids)
+        opened = Opened(args.config, read_only=True, timeout=seconds)
     except errors.BoshError as exc:
         return fail("orphans", exc)
+    with reading("what the director may have left", seconds, opened.text):
+        found = find(opened.cloud, args.director_uuid, known_cids)
     if data:
         print_data(opened.clean([r.wire() for r in found]), args)
     else:
@@ -62,7 +63,8 @@ def orphans_command(args: argparse.Namespace) -> int:
     if not args.delete or not found:
         return 0
     confirm(args, f"delete {plural(len(found), 'resource')}", stdin_taken=args.known == "-")
-    client = Client(Path(args.config).resolve() if args.config else None, echo=False)
+    client = Client(Path(args.config).resolve() if args.config else None, echo=False, context=opened.overrides,
+                    spinner=True)
     failed = 0
     for resource in found:
         response = client.raw(DELETERS[resource.kind + "s"], resource.cid)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 TYPE_CHECKING = False
@@ -76,20 +78,121 @@ def confirm(args: Any, what: str, stdin_taken: bool = False) -> None:
         raise CliError(f"stopped: did not {what}")
 
 
-@contextlib.contextmanager
-def reading(what: str) -> Iterator[None]:
-    """While a cloud's listing is read page after page: "reading vms: 1,500" on the
-    terminal's stderr, updated per page (cpi.clouds.inventory.progress), so a listing of
-    thousands is seen to move; nothing when stderr is not a terminal (a script's log)."""
-    from cpi.clouds import inventory
+class Status:
+    """What a spinner says while a command waits on a cloud: what it waits on, how far it is
+    (a listing's count), for how long, and the latest retry the cloud logged (cpi.retry:
+    "... attempt 2 failed, retrying in 0.4s"), so a slow or unreachable endpoint is seen
+    to be one. rich draws it anew on every refresh (`__rich__`), so the seconds move while
+    a request blocks."""
 
+    def __init__(self, what: str, clean: Callable[[str], str] | None = None):
+        self.what = what
+        self.progress = ""  # e.g. "1,500 volumes"
+        self.retry = ""
+        self.clean = clean or (lambda text: text)
+        self.started = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def line(self) -> str:
+        return f"{self.what}: " + (f"{self.progress}, " if self.progress else "") + f"{self.elapsed():.0f} s"
+
+    def __rich__(self) -> Any:
+        from rich.console import Group
+        from rich.text import Text
+
+        # the first line is cut, never folded (it is what moves); the retry folds, so that
+        # "retrying in 1.5s" is still seen on an 80-column terminal
+        head = Text(self.line(), no_wrap=True, overflow="ellipsis")
+        if not self.retry:
+            return head
+        retry = self.retry if len(self.retry) <= 300 else self.retry[:297] + "..."
+        return Group(head, Text(retry, style="dim"))
+
+    def failed(self, message: str, timeout: float | None) -> str:
+        """The one error line's text: a failure that took a while says how long it waited
+        and on what (the message names the endpoint), and the --timeout that ended it; so
+        does one after retries (the budget ran out, whatever the clock says)."""
+        line = f"{self.what}: {self.clean(message)}"
+        spent = self.elapsed()
+        if spent < 1 and not self.retry:  # a quick refusal: the message alone says it
+            return line
+        limit = f"; --timeout {timeout:g} s" if timeout is not None else ""
+        return f"{line} (after {spent:.1f} s{limit})"
+
+
+@contextlib.contextmanager
+def spinner(status: Status) -> Iterator[Status]:
+    """`status` drawn on the terminal's stderr until the block ends; nothing at all when
+    stderr is not a terminal (a script's log gets the result, or the one error line)."""
     if not sys.stderr.isatty():
-        yield
+        yield status
         return
     from rich.console import Console
 
-    with Console(stderr=True).status(f"reading {what}") as status:
-        inventory.progress = lambda kind, count: status.update(f"reading {what}: {count:,} {kind}")
+    with Console(stderr=True).status(status):
+        yield status
+
+
+class _Retries(logging.Handler):
+    """cpi.retry's records, each shown as the spinner's latest retry; none printed (the
+    give-up warning's news is the command's one error line)."""
+
+    def __init__(self, status: Status):
+        super().__init__(logging.INFO)
+        self.status = status
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.status.retry = self.status.clean(record.getMessage())
+
+
+@contextlib.contextmanager
+def watching(status: Status) -> Iterator[Status]:
+    """`status` on the terminal (`spinner`), fed with the retries the cloud logs in this
+    process (cpi.retry) until the block ends; none of them printed."""
+    logger = logging.getLogger("cpi.retry")
+    handler, level = _Retries(status), logger.level
+    logger.addHandler(handler)
+    if not level or level > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        with spinner(status):
+            yield status
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def waiting(what: str, timeout: float | None = None,
+            clean: Callable[[str], str] | None = None) -> Iterator[Status]:
+    """While a command in this process waits on a cloud: the spinner (`watching`); a cloud
+    error (cpi.errors) ends the command as one line naming what was waited on and for how
+    long (CliError, exit 1). `clean` masks the config's secrets in whatever is shown."""
+    from cpi import errors
+
+    status = Status(what, clean)
+    try:
+        with watching(status):
+            yield status
+    except errors.BoshError as exc:
+        raise CliError(status.failed(exc.message, timeout)) from None
+
+
+@contextlib.contextmanager
+def reading(what: str, timeout: float | None = None, clean: Callable[[str], str] | None = None) -> Iterator[None]:
+    """While a cloud's listing is read page after page: "reading vms: 1,500 vms, 12 s" on
+    the terminal's stderr, updated per page (cpi.clouds.inventory.progress), so a listing
+    of thousands is seen to move, and a cloud that does not answer is seen to be waited
+    on; nothing when stderr is not a terminal (a script's log). As `waiting`."""
+    from cpi.clouds import inventory
+
+    with waiting(f"reading {what}", timeout, clean) as status:
+        def progress(kind: str, count: int) -> None:
+            status.progress = f"{count:,} {kind}"
+
+        inventory.progress = progress
         try:
             yield
         finally:

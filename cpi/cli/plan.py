@@ -4,13 +4,15 @@ the plan made by cpi/operator/plan.py, printed Salt-state style or as JSON."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import Any
 
 from cpi.operator.plan import make_plan
 
-from .output import print_data, wants_data
+from . import timeout
+from .output import Status, print_data, wants_data, watching
 from .request import add_call_arguments, config_file, json_arguments
 
 EXAMPLES = """\
@@ -25,8 +27,9 @@ Arguments are the method's, each one JSON value, as with `cpi call`. What is pri
 every mutation with its changes (old -> new, as the audit trail would record them) and
 whether the cloud allows it (AWS: EC2's dry run), every wait, what the call would return
 or fail with. A plan stops early, and says where, when the next step would read a resource
-only the real call would make. Exit status: 0 when nothing would fail or be denied, 1
-otherwise, 2 for a usage error."""
+only the real call would make. --timeout (default 30) bounds each request to the cloud,
+retries included. Exit status: 0 when nothing would fail or be denied, 1 otherwise, 2 for a
+usage error."""
 
 
 def add_parser(sub, name: str, summary: str) -> None:
@@ -40,6 +43,7 @@ def add_parser(sub, name: str, summary: str) -> None:
 
 
 def plan_command(args: argparse.Namespace) -> int:
+    seconds = timeout.seconds(args)
     arguments = json_arguments("plan", args.method, args.arguments)
     if arguments is None:
         return 2
@@ -47,9 +51,14 @@ def plan_command(args: argparse.Namespace) -> int:
     from cpi import plan
 
     try:
-        document = make_plan(args.method, arguments, str(config) if config else None,
-                             director_uuid=args.director_uuid, api_version=args.api_version,
-                             log_stream=sys.stderr if args.verbose else None)
+        # -v prints the call's log on stderr: no spinner over it. A cloud that does not
+        # answer is the plan's `would_fail`, printed with the rest.
+        shown = Status(f"planning {args.method}", _masker(config))
+        with watching(shown) if not args.verbose else contextlib.nullcontext(shown):
+            document = make_plan(args.method, arguments, str(config) if config else None,
+                                 director_uuid=args.director_uuid, api_version=args.api_version,
+                                 log_stream=sys.stderr if args.verbose else None,
+                                 context=timeout.overrides_of_file(config, seconds))
     except plan.Refused as exc:
         print(f"cpi plan: {exc.message}", file=sys.stderr)
         return 1
@@ -58,6 +67,21 @@ def plan_command(args: argparse.Namespace) -> int:
     else:
         show(document)
     return 1 if document["would_fail"] or document["denied"] else 0
+
+
+def _masker(config: Any) -> Any:
+    """What masks the config's secrets in the spinner's lines (a retry's error text)."""
+    from cpi.errors import BoshError
+    from cpi.logs import Redactor
+
+    from .cloud import read_config
+
+    redactor = Redactor()
+    try:
+        redactor.collect(read_config(str(config) if config else None))
+    except BoshError:  # the plan itself says what is wrong with the config
+        return None
+    return redactor.text
 
 
 def show(document: dict[str, Any]) -> None:

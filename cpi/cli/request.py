@@ -13,11 +13,11 @@ from . import options
 
 
 def add_call_arguments(p: argparse.ArgumentParser, examples: str) -> None:
-    """A CPI call's method, its JSON arguments, --config, --json/--yaml, --api-version and
-    --director-uuid (call, plan)."""
+    """A CPI call's method, its JSON arguments, --config, --json/--yaml, --timeout,
+    --api-version and --director-uuid (call, plan)."""
     p.add_argument("method", help=f"a CPI method name, e.g. {examples}")
     p.add_argument("arguments", nargs="*", help="each argument as JSON, e.g. '\"vm-1\"' or '{}'")
-    options.add(p, options.CONFIG, options.OUTPUT)
+    options.add(p, options.CONFIG, options.OUTPUT, options.TIMEOUT)
     p.add_argument("--api-version", type=int, default=2, metavar="N", help="the request's api_version (default: 2)")
     p.add_argument("--director-uuid", help="the director_uuid the call's context carries (the tags it writes)")
 

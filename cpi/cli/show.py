@@ -7,8 +7,9 @@ import argparse
 
 from cpi import errors
 
+from . import timeout
 from .cloud import Opened, add_cloud_options
-from .output import CliError, fail, print_data, wants_data
+from .output import CliError, fail, print_data, waiting, wants_data
 from .table import Table, print_table
 
 #: What the operator types, and the kind Cloud.show takes.
@@ -31,11 +32,13 @@ def add_parser(sub, name: str, summary: str) -> None:
 
 def show_command(args: argparse.Namespace) -> int:
     data = wants_data(args)
+    seconds = timeout.seconds(args)
     try:
-        opened = Opened(args.config, read_only=True)
-        resource = opened.cloud.show(SINGULAR[args.kind], args.cid)
+        opened = Opened(args.config, read_only=True, timeout=seconds)
     except errors.BoshError as exc:
         return fail("show", exc)
+    with waiting(f"reading {args.kind} {args.cid}", seconds, opened.text):
+        resource = opened.cloud.show(SINGULAR[args.kind], args.cid)
     if resource is None:
         raise CliError(f"no {args.kind} {args.cid} on the {opened.plugin} cloud")
     shown = opened.clean(resource.wire())

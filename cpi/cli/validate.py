@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import options
-from .output import print_data, wants_data
+from . import options, timeout
+from .output import CliError, print_data, waiting, wants_data
 from .table import Table, plural, print_table
 
 
@@ -16,14 +16,15 @@ def add_parser(sub, name: str, summary: str) -> None:
         help=summary,
         description="Check every azs, vm_types, vm_extensions, disk_types and networks entry of a BOSH "
         "cloud-config against the selected cloud's cloud_properties models, reporting every problem "
-        "with its YAML path. Exit status 1 when anything is wrong, 0 when it is clean.",
+        "with its YAML path. Exit status 1 when anything is wrong, 0 when it is clean. --online: --timeout "
+        "(default 30) bounds each request to the cloud, retries included.",
     )
     p.add_argument("cloud_config", metavar="CLOUD_CONFIG.yml",
                    help="the cloud-config (YAML), e.g. from `bosh cloud-config`")
     p.add_argument("--online", action="store_true",
                    help="also ask the cloud (read-only) that the subnets, security groups, key pairs, "
                    "instance types/flavors, AZs and volume types named exist")
-    options.add(p, options.CONFIG, options.OUTPUT, options.COLUMNS)
+    options.add(p, options.CONFIG, options.OUTPUT, options.COLUMNS, options.TIMEOUT)
     p.set_defaults(func=validate)
 
 
@@ -40,9 +41,11 @@ def validate(args: argparse.Namespace) -> int:
 
     from .cloud import read_config, refuse_missing_state
 
+    seconds = timeout.seconds(args)
     try:
         raw = read_config(args.config)
-        ready = opening.open_cloud(raw, {"request_id": "cpi-validate"})  # the cloud is made only for --online
+        limits = timeout.overrides(raw, seconds) if args.online else {}
+        ready = opening.open_cloud(raw, {"request_id": "cpi-validate", **limits})  # the cloud: only for --online
     except BoshError as exc:
         return _fail(exc.message)
     cfg = ready.config
@@ -60,7 +63,10 @@ def validate(args: argparse.Namespace) -> int:
     if args.online:
         try:
             refuse_missing_state(cfg)
-            online = cloud_config.check_online(ready.cloud, items)
+            with waiting("asking the cloud", seconds, redactor.text):
+                online = cloud_config.check_online(ready.cloud, items)
+        except CliError as exc:
+            return _fail(exc.message)
         except BoshError as exc:
             return _fail(redactor.text(exc.message))
         findings += online

@@ -15,15 +15,16 @@ from typing import Any
 
 
 def make_plan(method: str, arguments: list[Any], config: str | None, *, director_uuid: str | None = None,
-              api_version: int = 2, log_stream: Any = None) -> dict[str, Any]:
-    """The plan of one call, as a JSON-ready document."""
+              api_version: int = 2, log_stream: Any = None, context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The plan of one call, as a JSON-ready document. `context`: more keys of the call's
+    context, as a director's cpi-config adds them (the command's --timeout)."""
     from cpi import errors, plan, rpc
     from cpi.logs import CallLog
 
     from .masking import masked
 
     call_log = CallLog(log_stream if log_stream is not None else io.StringIO())
-    context: dict[str, Any] = {"request_id": f"plan-{uuid.uuid4().hex[:8]}"}
+    context = {**(context or {}), "request_id": f"plan-{uuid.uuid4().hex[:8]}"}
     if director_uuid:
         context["director_uuid"] = director_uuid
     request = {"method": method, "arguments": arguments, "context": context, "api_version": api_version}
