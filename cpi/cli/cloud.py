@@ -60,11 +60,17 @@ class Opened:
         return self.redactor.text(value)
 
 
-def refuse_missing_state(config: Any) -> None:
-    """A command that only reads refuses to open a cloud whose state would have to be
-    created first (the cloud class's `missing_state`): a mistyped state dir is an error,
-    not a new empty cloud."""
+def missing_state(config: Any) -> str | None:
+    """What a command that only reads would have to create to open this cloud (the cloud
+    class's `missing_state`: the local cloud's state dir), which it must not: None when
+    nothing is missing."""
     missing = getattr(config.cloud_class, "missing_state", None)
-    problem = missing(config.properties) if missing is not None else None
+    return missing(config.properties) if missing is not None else None
+
+
+def refuse_missing_state(config: Any) -> None:
+    """A mistyped state dir is an error for a command that only reads, not a new empty
+    cloud."""
+    problem = missing_state(config)
     if problem:
         raise CpiError(problem)

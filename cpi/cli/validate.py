@@ -35,11 +35,12 @@ def _fail(message: str) -> int:
 
 def validate(args: argparse.Namespace) -> int:
     from cpi import opening
+    from cpi.clouds.findings import Finding
     from cpi.errors import BoshError
     from cpi.logs import Redactor
     from cpi.operator import cloud_config
 
-    from .cloud import read_config, refuse_missing_state
+    from .cloud import missing_state, read_config
 
     seconds = timeout.seconds(args)
     try:
@@ -60,9 +61,11 @@ def validate(args: argparse.Namespace) -> int:
     redactor.collect(raw)
     findings, items = cloud_config.check(doc, cfg.cloud_class)
     notes: list[str] = []
-    if args.online:
+    missing = missing_state(cfg) if args.online else None
+    if missing:  # nothing made there yet: nothing to look up, and nothing is created to look
+        findings.append(Finding("(online)", f"{missing}: nothing checked online", "info"))
+    elif args.online:
         try:
-            refuse_missing_state(cfg)
             with waiting("asking the cloud", seconds, redactor.text):
                 online = cloud_config.check_online(ready.cloud, items)
         except CliError as exc:
