@@ -69,9 +69,13 @@ def test_local_all_problems_at_once(tmp_path):
     assert SECRET not in result.stdout + result.stderr
     table = run(doc, None, tmp_path=tmp_path)  # the human table says the same
     assert table.returncode == 1 and "did you mean ram?" in table.stdout and SECRET not in table.stdout
-    online = run(LOCAL_CLEAN, None, "--online", "--json", tmp_path=tmp_path)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    local = tmp_path / "local.json"
+    local.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {"state_dir": str(state)}}}}))
+    online = run(LOCAL_CLEAN, local, "--online", "--json", tmp_path=tmp_path)
     assert online.returncode == 0
-    assert "nothing checked online" in online.stdout  # no state dir yet: none is made to look
+    assert "nothing to check online" in online.stdout
 
 
 def test_structure(tmp_path):
