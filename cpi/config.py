@@ -115,6 +115,21 @@ def _overrides(plugin: str, cloud_class: type[Cloud], context: dict, section: di
     return overrides
 
 
+def _official_shape(cloud_class: type[Cloud], section: dict, plugin: str) -> dict:
+    """The section in its model's own shape, when the model also takes an official CPI's
+    (`Properties.official_shape`: the vSphere CPI's `{"vcenters": [{...}]}`): done before the
+    context is merged over it and before unknown keys are looked for, so that both happen
+    where the model's keys are."""
+    official_shape = getattr(cloud_class.Properties, "official_shape", None)
+    if official_shape is None:
+        return section
+    try:
+        shaped = official_shape(section)
+    except ValueError as exc:
+        raise CpiError(f"invalid config: cloud.properties.{plugin}: {exc}") from None
+    return shaped if isinstance(shaped, dict) else section
+
+
 def _section(model: type[BaseModel], data: dict, name: str) -> Any:
     """`cloud.properties.<name>` validated (an unknown key ignored with a warning unless
     validation.strict), or a CpiError naming each bad field."""
@@ -185,6 +200,7 @@ def build(raw: dict, context: dict | None = None) -> Config:
     section = file.cloud.properties.get(plugin, {})
     if not isinstance(section, dict):
         raise CpiError(f"invalid config: cloud.properties.{plugin} must be an object")
+    section = _official_shape(cloud_class, section, plugin)
     overrides = _overrides(plugin, cloud_class, context or {}, section)
     _no_nul(overrides, "context")
     properties = _section(cloud_class.Properties, {**section, **overrides}, plugin)

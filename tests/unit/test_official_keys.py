@@ -1,8 +1,10 @@
-"""docs/migrating.md's tables of the official CPIs' keys hold (#22): every job property
-of `aws_cpi` and `openstack_cpi` is a property of this CPI's job under the same name,
-every cloud_properties key of bosh-aws-cpi and bosh-openstack-cpi is a key of this CPI's
-model for the same place, and the counts in the headings are the rows' — so the
-key-by-key count the guide gives is what the code accepts."""
+"""docs/migrating.md's tables of the official CPIs' keys hold (#22, #25): every job property
+of `aws_cpi` and `openstack_cpi` is a property of this CPI's job under the same name, every
+job property of `vsphere_cpi` a key of the vsphere config model (its `vcenter.*` ones without
+`vcenter.`) or a property this job already has, every cloud_properties key of bosh-aws-cpi,
+bosh-openstack-cpi and bosh-vsphere-cpi is a key of this CPI's model for the same place, and
+the counts in the headings are the rows' — so the key-by-key count the guide gives is what
+the code accepts."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pydantic import BaseModel
 
 from cpi.clouds.aws import props as aws
 from cpi.clouds.openstack import props as openstack
+from cpi.clouds.vsphere import props as vsphere
 from cpi.models import Network
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +34,9 @@ MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("bosh-openstack-cpi", "disk_type"): openstack.DiskCloudProperties,
     ("bosh-openstack-cpi", "network"): openstack.NetworkCloudProperties,
     ("bosh-openstack-cpi", "stemcell"): openstack.StemcellCloudProperties,
+    ("bosh-vsphere-cpi", "vm_type"): vsphere.VMCloudProperties,
+    ("bosh-vsphere-cpi", "disk_type"): vsphere.DiskCloudProperties,
+    ("bosh-vsphere-cpi", "network"): vsphere.NetworkCloudProperties,
 }
 
 
@@ -82,6 +88,18 @@ def test_every_official_job_property_is_a_property_of_this_job():
         assert missing == [], f"{job}: not in jobs/cpi/spec: {missing}"
 
 
+def test_every_official_vsphere_job_property_is_a_key_of_the_config_or_of_this_job():
+    """The vsphere cloud is not registered yet (#25), so jobs/cpi/spec has no `vcenter.*`
+    properties: each is a key of the config model; the agent, NATS and proxy ones every
+    official job has are this job's already."""
+    spec = yaml.safe_load((ROOT / "jobs" / "cpi" / "spec").read_text())["properties"]
+    rows = tables()["`vsphere_cpi` (45 properties)"][1]
+    missing = [key for key in rows if key not in spec
+               and not accepts(vsphere.VsphereProperties, key.removeprefix("vcenter."))]
+    assert missing == []
+    assert [key for key in rows if key.startswith("vcenter.") and key in spec] == []
+
+
 @pytest.mark.parametrize(("cpi", "place"), sorted(MODELS))
 def test_every_official_cloud_properties_key_is_a_key_of_the_model(cpi, place):
     model = MODELS[(cpi, place)]
@@ -99,4 +117,6 @@ def test_the_key_by_key_count():
     counts = {heading: count for heading, (count, _) in tables().items()}
     aws_total = sum(c for h, c in counts.items() if h.startswith(("`aws_cpi`", "bosh-aws-cpi")))
     openstack_total = sum(c for h, c in counts.items() if h.startswith(("`openstack_cpi`", "bosh-openstack-cpi")))
+    vsphere_total = sum(c for h, c in counts.items() if h.startswith(("`vsphere_cpi`", "bosh-vsphere-cpi")))
     assert (aws_total, openstack_total) == (34 + 29 + 6 + 4 + 12, 41 + 10 + 1 + 3 + 19)
+    assert vsphere_total == 45 + 23 + 3 + 1

@@ -1,0 +1,606 @@
+"""The vsphere cloud's config section (`cloud.properties.vsphere`) and its cloud_properties
+models, under the names and with the meanings of the official vSphere CPI
+(cloudfoundry/bosh-vsphere-cpi-release: its `vsphere_cpi` job spec, its cpi.json template
+and the Ruby code that reads them).
+
+Every key a user can write is here, with a description and its constraints; a bad value
+fails with an error naming the key and what is allowed (cpi.validation). A key no model knows
+is ignored with a warning on the wire and is an error for `cpi validate`, as on the other
+clouds. What a simulated vCenter cannot show (NSX-V, NSX-T, vGPUs, PCI passthrough, device
+groups, storage policies) is accepted with its meaning; the cloud refuses a request that needs
+it only when the vCenter lacks it, saying so.
+
+This is the first step of #25: the models. The cloud class that acts on them comes next, and
+only then is `vsphere` registered in cpi/clouds/__init__.py and given its job properties; a
+plugin that would fail every call is not shipped.
+
+No pyvmomi here: `info` of the cloud will import this module.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    Field,
+    SecretStr,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
+
+from cpi.clouds.vsphere.patterns import compile_pattern
+from cpi.models import StrictModel as _Strict
+
+log = logging.getLogger(__name__)
+
+DiskType = Literal["thin", "preallocated", "thick", "eagerZeroedThick"]
+#: A vmx option's value keeps its type: vSphere tells `true` from `"true"`, `1234` from `"1234"`.
+VmxValue = StrictStr | StrictInt | StrictFloat | StrictBool
+
+
+# ---------------------------------------------------------------- placement, shared
+
+
+class HostGroup(_Strict):
+    """A cluster's host group, as a map (the official CPI also takes a bare name: then the
+    rule is MUST)."""
+
+    name: str = Field(..., min_length=1, description="Name of the host group (a DRS host group of the cluster).")
+    drs_rule: str = Field(
+        "SHOULD", description="`MUST` or `SHOULD` (any case): whether the VM-host affinity rule binds. Anything "
+        "but MUST means SHOULD, as in the official CPI (a misspelling is logged).")
+
+    @field_validator("drs_rule")
+    @classmethod
+    def _rule(cls, value: str) -> str:
+        rule = value.strip().upper()
+        if rule not in ("MUST", "SHOULD"):
+            log.warning("host_group.drs_rule '%s' is neither MUST nor SHOULD: SHOULD, as the official CPI takes it",
+                        value)
+            return "SHOULD"
+        return rule
+
+
+class ClusterProperties(_Strict):
+    """Where in a cluster VMs go (cpi.json's `datacenters[0].clusters`)."""
+
+    resource_pool: str | None = Field(
+        None, description="Resource pool of the cluster to put VMs in: a path below the cluster's root pool "
+        "(`parent/child`), or a pool's name found anywhere below it. Unset: the cluster's root pool. A cluster with a "
+        "resource pool in cpi.json turns `use_sub_folder` on.")
+    host_group: str | HostGroup | None = Field(
+        None, description="Keep the cluster's VMs on the hosts of this DRS host group: the CPI puts each VM in a VM "
+        "group named after the host group and ties it to the hosts by a VM-host affinity rule, which it deletes "
+        "with the last VM. A bare name means a MUST rule; a map `{name, drs_rule}` chooses MUST or SHOULD.")
+
+    @property
+    def host_group_name(self) -> str | None:
+        return self.host_group if isinstance(self.host_group, str) or self.host_group is None else self.host_group.name
+
+    @property
+    def host_group_rule(self) -> Literal["MUST", "SHOULD"] | None:
+        if self.host_group is None:
+            return None
+        return "MUST" if isinstance(self.host_group, str) or self.host_group.drs_rule == "MUST" else "SHOULD"
+
+
+class DrsRule(_Strict):
+    """A DRS rule the CPI makes for the VMs of a vm_type (or AZ) in a cluster."""
+
+    name: str = Field(..., min_length=1, description="Name of the rule; the CPI creates it when it is missing.")
+    type: Literal["separate_vms"] = Field(
+        ..., description="`separate_vms` (the only kind): keep the rule's VMs on different hosts.")
+
+
+class PlacementClusterProperties(ClusterProperties):
+    """A cluster of a vm_type's (or AZ's) `datacenters`: cpi.json's cluster settings, and
+    `drs_rules`."""
+
+    drs_rules: list[DrsRule] | None = Field(
+        None, max_length=1, description="At most one DRS rule for the VMs placed in this cluster.")
+
+
+def _clusters(value: Any) -> Any:
+    """A cluster given by its name alone is that cluster with no settings, and a map of
+    several clusters is several entries, as the official job template splits it."""
+    if not isinstance(value, list):
+        return value
+    out: list[Any] = []
+    for item in value:
+        if isinstance(item, str):
+            out.append({item: {}})
+        elif isinstance(item, dict) and len(item) > 1:
+            out.extend({name: settings} for name, settings in item.items())
+        else:
+            out.append(item)
+    return out
+
+
+class DatastoreClusters(_Strict):
+    """The datastore clusters entry of a `datastores` list: `{clusters: [{NAME: {}}, ...]}`."""
+
+    clusters: list[dict[str, dict[str, Any]]] = Field(
+        ..., min_length=1, description="Datastore clusters by name, each as `{NAME: {}}`; those whose Storage DRS "
+        "is off are left out (logged). A name may be a path through folders (`folder/cluster`).")
+
+    @property
+    def names(self) -> list[str]:
+        return [name for entry in self.clusters for name in entry]
+
+
+def _one_clusters_entry(value: list[str | DatastoreClusters]) -> list[str | DatastoreClusters]:
+    if sum(isinstance(entry, DatastoreClusters) for entry in value) > 1:
+        raise ValueError("name every datastore cluster in one {clusters: [...]} entry: the official CPI reads only "
+                         "the first such entry, and would leave the others' clusters out without a word")
+    return value
+
+
+#: `datastores` of a vm_type or disk_type: datastore names (exact, not patterns), and at most
+#: one entry naming datastore clusters.
+Storage = Annotated[list[str | DatastoreClusters], AfterValidator(_one_clusters_entry)]
+
+
+def _storage_description(what: str, instead_of: str, more: str = "") -> str:
+    return (f"Datastores for {what}, by exact name (not a pattern), instead of the global `{instead_of}`; an entry "
+            "`{clusters: [{NAME: {}}]}` adds the datastores of those datastore clusters whose Storage DRS is on."
+            + (f" {more}" if more else ""))
+
+
+# ---------------------------------------------------------------- cpi.json: cloud.properties.vsphere
+
+
+class Datacenter(_Strict):
+    """The one datacenter the CPI works in (cpi.json's `datacenters[0]`)."""
+
+    name: str = Field(..., min_length=1, description="Name of the datacenter (at the root of the inventory).")
+    vm_folder: str = Field("BOSH_VMs", description="Folder of the datacenter's VMs (a path) the VMs go in; "
+                           "created when missing.")
+    template_folder: str = Field("BOSH_Templates", description="Folder (a path) stemcells are uploaded to; "
+                                 "created when missing.")
+    disk_path: str = Field("BOSH_Disks", description="Directory on each datastore that holds persistent disks; "
+                           "created when missing.")
+    datastore_pattern: str | None = Field(
+        None, description="Regular expression (Ruby's syntax, as in the official CPI) of the datastores for ephemeral "
+        "disks and stemcells; it may match anywhere in a name (`^...$` for a whole one). This or "
+        "`datastore_cluster_pattern` is required.")
+    datastore_cluster_pattern: str | None = Field(
+        None, description="Regular expression of the datastore clusters whose datastores take ephemeral disks (those "
+        "with Storage DRS on), with `datastore_pattern`'s datastores.")
+    persistent_datastore_pattern: str | None = Field(
+        None, description="Regular expression of the datastores for persistent disks. This or "
+        "`persistent_datastore_cluster_pattern` is required.")
+    persistent_datastore_cluster_pattern: str | None = Field(
+        None, description="Regular expression of the datastore clusters whose datastores take persistent disks (those "
+        "with Storage DRS on), with `persistent_datastore_pattern`'s datastores.")
+    allow_mixed_datastores: StrictBool = Field(
+        True, description="No effect, as in the official CPI, which no longer reads it: give the same pattern to "
+        "`datastore_pattern` and `persistent_datastore_pattern` to mix ephemeral and persistent disks.")
+    use_sub_folder: StrictBool = Field(
+        False, description="Put VMs and stemcells in a subfolder of `vm_folder` and `template_folder` named by the "
+        "director's UUID (always, when a cluster here names a resource pool), so directors sharing the folders keep "
+        "apart.")
+    clusters: list[dict[str, ClusterProperties]] = Field(
+        ..., description="The clusters VMs may go in, each a name or `{NAME: {resource_pool, host_group}}`. May be "
+        "empty when every AZ (or vm_type) names its clusters in its own `datacenters`.")
+
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _split_clusters(cls, value: Any) -> Any:
+        return _clusters(value)
+
+    @field_validator("datastore_pattern", "datastore_cluster_pattern", "persistent_datastore_pattern",
+                     "persistent_datastore_cluster_pattern")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        if value:
+            compile_pattern(value)
+        return value
+
+    @model_validator(mode="after")
+    def _patterns(self) -> Datacenter:
+        if not (self.datastore_pattern or self.datastore_cluster_pattern):
+            raise ValueError("set datastore_pattern or datastore_cluster_pattern (where ephemeral disks and "
+                             "stemcells go)")
+        if not (self.persistent_datastore_pattern or self.persistent_datastore_cluster_pattern):
+            raise ValueError("set persistent_datastore_pattern or persistent_datastore_cluster_pattern (where "
+                             "persistent disks go)")
+        return self
+
+    @property
+    def cluster_settings(self) -> dict[str, ClusterProperties]:
+        """Each cluster by name, with its settings."""
+        return {name: settings for entry in self.clusters for name, settings in entry.items()}
+
+
+class ConnectionOptions(_Strict):
+    """`connection_options` of the vCenter, as the official job writes it."""
+
+    ca_cert: str | None = Field(
+        None, description="PEM text of the CA certificate(s) that sign the vCenter's TLS certificate; the vCenter's "
+        "certificate is then verified. Unset: it is not verified, as in the official CPI (see `ssl_verify`).")
+    ca_cert_file: str | None = Field(
+        None, description="Path of a PEM file of those CA certificates: the same as `ca_cert` (the official CPI "
+        "writes `ca_cert` to such a file and reads this name).")
+
+    @model_validator(mode="after")
+    def _one(self) -> ConnectionOptions:
+        if self.ca_cert and self.ca_cert_file:
+            raise ValueError("give ca_cert or ca_cert_file, not both")
+        return self
+
+
+class Nsx(_Strict):
+    """NSX-V (NSX for vSphere), for vm_types' `nsx`. NSX-V is past its end of support; the
+    keys keep their meaning."""
+
+    address: str = Field(..., min_length=1, description="Address of the NSX manager (host name or IP).")
+    user: str = Field(..., min_length=1, description="User to log in to the NSX manager as.")
+    password: SecretStr = Field(..., description="That user's password. Never logged.")
+    ca_cert: str | None = Field(
+        None, description="PEM text of the CA certificate(s) of the NSX manager's TLS certificate, which is then "
+        "verified. Unset: not verified, as in the official CPI.")
+    ca_cert_file: str | None = Field(None, description="Path of a PEM file of those CA certificates: the same as "
+                                     "`ca_cert`.")
+
+
+class Nsxt(_Strict):
+    """NSX-T, for vm_types' `nsxt`: the CPI adds each VM to the groups and load balancer
+    pools its vm_type names, through the Manager API or the Policy API."""
+
+    host: str = Field(..., min_length=1, description="Address of the NSX-T manager (host name or IP, a port may "
+                      "follow).")
+    username: str | None = Field(None, description="User to log in as (with `password`); without it, "
+                                 "`auth_certificate` and `auth_private_key` authenticate.")
+    password: SecretStr | None = Field(None, description="That user's password. Never logged.")
+    remote_auth: StrictBool = Field(False, description="The NSX-T manager authenticates users through VMware "
+                                    "Identity Manager (vIDM): send the credentials as remote authentication.")
+    auth_certificate: str | None = Field(
+        None, description="PEM client certificate for certificate-based authentication, which wins over "
+        "username/password when both are given.")
+    auth_private_key: SecretStr | None = Field(None, description="PEM private key of `auth_certificate`. Never "
+                                               "logged.")
+    ca_cert: str | None = Field(
+        None, description="PEM text of the CA certificate(s) of the NSX-T manager's TLS certificate, which is then "
+        "verified. Unset: not verified, as in the official CPI.")
+    ca_cert_file: str | None = Field(None, description="Path of a PEM file of those CA certificates: the same as "
+                                     "`ca_cert`.")
+    default_vif_type: Literal["PARENT", "CHILD"] | None = Field(
+        None, description="VIF type set on the logical ports of new VMs (Manager API) unless a vm_type's "
+        "`nsxt.vif_type` says otherwise: `PARENT` for hosts of containers.")
+    use_policy_api: StrictBool = Field(
+        False, description="Use the NSX-T Policy API (NSX-T 3.0 and later) instead of the Manager API for groups and "
+        "server pools; the VMs' segment ports are tagged with the director's metadata.")
+    policy_api_migration_mode: StrictBool = Field(
+        False, description="While moving from the Manager API to the Policy API: add VMs through both, failing when "
+        "the Manager API's objects are missing but not the Policy API's. For migration scripts only.")
+    allow_overwrite: StrictBool = Field(
+        True, description="Send `X-Allow-Overwrite: true` with NSX-T requests, so the Manager API may change objects "
+        "the Policy API made (true by default, as in the official CPI).")
+    tag_nsx_vm_objects: StrictBool = Field(
+        False, description="Give the VM's NSX objects the tags its vSphere VM gets.")
+
+    @model_validator(mode="after")
+    def _auth(self) -> Nsxt:
+        if self.username is None:
+            missing = [k for k in ("auth_certificate", "auth_private_key") if getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"nsxt needs username and password, or auth_certificate and auth_private_key "
+                                 f"(missing {' and '.join(missing)})")
+        elif self.password is None:
+            raise ValueError("nsxt.username needs nsxt.password")
+        if self.ca_cert and self.ca_cert_file:
+            raise ValueError("give nsxt.ca_cert or nsxt.ca_cert_file, not both")
+        return self
+
+
+class VsphereProperties(_Strict):
+    """`cloud.properties.vsphere` in cpi.json: the job spec's `vcenter.*` properties under
+    their names without `vcenter.` (`host`, `user`, `password`, `datacenters`, ...). The
+    official CPI's own cpi.json shape is taken too: `{"vcenters": [{...}], "plugins": {}}`,
+    its one vCenter's keys then being these; keys beside `vcenters` (and a request's context,
+    a director's cpi-config) override the vCenter's, as the official CPI merges its context
+    into `vcenters[0]`."""
+
+    # -- where and who
+    host: str | None = Field(None, description="Address of the vCenter (host name or IP, a port may follow). This or "
+                             "`address` is required.")
+    address: str | None = Field(None, description="The vCenter's address when `host` is not set (the official job's "
+                                "other name for it).")
+    user: str = Field(..., min_length=1, description="User to log in to the vCenter as.")
+    password: SecretStr = Field(..., description="That user's password. Never logged.")
+    connection_options: ConnectionOptions | None = Field(
+        None, description="The vCenter's TLS: `ca_cert` (PEM text) or `ca_cert_file`. Not a context (cpi-config) "
+        "key.")
+    ssl_verify: StrictBool | None = Field(
+        None, description="Unset: as the official CPI, verify the vCenter's (and NSX's) certificate against its "
+        "`ca_cert` when one is given, and not at all otherwise. true: always verify (against the system's CAs when "
+        "no `ca_cert` is given). false: never verify (test vCenters only).")
+    datacenters: list[Datacenter] = Field(
+        ..., min_length=1, max_length=1, description="The one datacenter to work in (a list of one, as the official "
+        "CPI takes it): its folders, datastore patterns and clusters.")
+
+    # -- how VMs and disks are made
+    default_disk_type: Literal["thin", "preallocated"] = Field(
+        "preallocated", description="How ephemeral disks, persistent disks (unless a disk_type says `type`) and "
+        "stemcells are provisioned: `preallocated` (space reserved at creation, zeroed on first use) or `thin` "
+        "(allocated as used).")
+    default_scsi_controller_type: Literal["paravirtual", "lsi_logic", "lsi_logic_sas"] = Field(
+        "paravirtual", description="SCSI controller of new VMs: `paravirtual` (up to 63 disks), `lsi_logic` or "
+        "`lsi_logic_sas`; a stemcell's controller of another type is replaced.")
+    enable_auto_anti_affinity_drs_rules: StrictBool = Field(
+        False, description="Make a DRS anti-affinity rule for the VMs of each instance group of each deployment, "
+        "named after the director, deployment and instance group, so they run on different hosts (DRS must be "
+        "fully automated; with more VMs than hosts, some cannot power on). A vm_type's own `drs_rules` win.")
+    cpu_reserve_full_mhz: StrictBool = Field(
+        False, description="Reserve for each VM its vCPUs times the clock (MHz) of the fastest connected host of its "
+        "cluster (or host group). A vm_type's `cpu_reserve_full_mhz` wins.")
+    memory_reservation_locked_to_max: StrictBool = Field(
+        False, description="Reserve all of each VM's memory (the reservation follows the memory size); it may leave "
+        "hosts' memory unused. A vm_type's `memory_reservation_locked_to_max` wins.")
+    upgrade_hw_version: StrictBool = Field(
+        False, description="Upgrade new VMs to the newest virtual hardware version their host supports, instead of "
+        "`default_hw_version`. A vm_type's `upgrade_hw_version` wins.")
+    default_hw_version: StrictInt = Field(
+        17, ge=4, description="Virtual hardware version new VMs are upgraded to (17: vSphere 7.0 and later), unless "
+        "`upgrade_hw_version`.")
+    vm_storage_policy_name: str | None = Field(
+        None, description="Storage policy (SPBM) applied to VMs and their ephemeral disks, whose datastores are then "
+        "those compatible with it, unless a vm_type names `storage_policy` or `datastores`.")
+    enable_human_readable_name: StrictBool = Field(
+        False, description="Name VMs `<instance group>_<deployment>_<12 hex digits>` (at most 80 characters) instead "
+        "of `vm-<uuid>`, when the director sends those names and they are ASCII.")
+    vmx_options: dict[str, VmxValue] = Field(
+        default_factory=dict, description="VM advanced configuration (extraConfig) for every VM, e.g. "
+        "`{\"disk.enableUUID\": \"1\"}` (with it, persistent disks are found by their UUID); a vm_type's "
+        "`vmx_options` win key by key. Values keep their type: `true` and `\"true\"` differ to vSphere.")
+    ensure_no_ip_conflicts: StrictBool = Field(
+        True, description="Before making a VM, ask the vCenter whether a VM on the same port group already has one of "
+        "its IP addresses, and refuse the VM if so (a VM without VMware Tools is not seen).")
+    http_logging: StrictBool = Field(
+        False, description="Log every HTTP request to the vCenter and its response in the call's log (secrets and "
+        "session cookies masked).")
+
+    # -- NSX
+    nsx: Nsx | None = Field(None, description="The NSX-V manager, for vm_types' `nsx`. Not a context key.")
+    nsxt: Nsxt | None = Field(None, description="The NSX-T manager, for vm_types' `nsxt`. Not a context key.")
+
+    # -- the official CPI's Ruby plug-ins
+    plugins: dict[str, Any] = Field(
+        default_factory=dict, description="The official CPI's Ruby plug-ins to load, by name, with their settings. "
+        "This CPI runs no Ruby: empty (the default) is accepted, and a config naming a plug-in is refused, saying "
+        "so, rather than run without the hooks it expects.")
+
+    # -- this CPI's own: what --timeout lowers on every cloud
+    connect_timeout: float = Field(10.0, gt=0, description="Seconds to open a connection to the vCenter.")
+    read_timeout: float = Field(120.0, gt=0, description="Seconds to wait for a response of the vCenter (an upload "
+                                "of a stemcell's disk is not limited by it).")
+    retry_budget_seconds: float = Field(
+        300.0, gt=0, description="How long one request keeps being retried while the vCenter is unreachable or "
+        "busy; the waits are logged.")
+
+    @classmethod
+    def official_shape(cls, section: Any) -> Any:
+        """`section` in this model's flat shape: the official cpi.json's `{"vcenters": [V],
+        ...}` becomes V's keys with the others over them (the context merged into
+        `vcenters[0]`, as the official CPI merges it). cpi.config calls this before it merges
+        a context and looks for unknown keys, so their locations are those of the flat shape."""
+        if not isinstance(section, dict) or "vcenters" not in section:
+            return section
+        vcenters = section["vcenters"]
+        if not isinstance(vcenters, list) or len(vcenters) != 1 or not isinstance(vcenters[0], dict):
+            raise ValueError("vcenters must be a list of one vCenter (an object): the CPI works with a single vCenter")
+        return {**vcenters[0], **{k: v for k, v in section.items() if k != "vcenters"}}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _official(cls, data: Any) -> Any:
+        return cls.official_shape(data)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> VsphereProperties:
+        if not (self.host or self.address):
+            raise ValueError("host (or address) is required: the vCenter's address")
+        if self.plugins:
+            raise ValueError(f"plugins names the official CPI's Ruby plug-ins ({', '.join(sorted(self.plugins))}), "
+                             "which this CPI cannot load: remove them, or keep the official CPI for this director")
+        return self
+
+    @property
+    def vcenter_host(self) -> str:
+        """The vCenter's address: `host`, else `address` (as the official job template)."""
+        return self.host or self.address or ""
+
+    @property
+    def datacenter(self) -> Datacenter:
+        return self.datacenters[0]
+
+
+#: What a request's context (a director's cpi-config) may override, as the official CPI
+#: merges it: everything but TLS (a cpi-config writer could turn certificate checks off or
+#: trust their own CA), the NSX managers (whose sections carry their CAs), and the Ruby
+#: plug-ins. The cloud class declares these as its `context_overrides`.
+CONTEXT_OVERRIDES = frozenset(VsphereProperties.model_fields) - {
+    "connection_options", "ssl_verify", "nsx", "nsxt", "plugins", "http_logging"}
+#: Context keys that send the call's requests elsewhere: only with the context's own password.
+CONTEXT_ENDPOINTS = frozenset({"host", "address"})
+CONTEXT_SECRETS = frozenset({"password"})
+
+
+# ---------------------------------------------------------------- vm_type cloud_properties
+
+
+class PlacementDatacenter(_Strict):
+    """A vm_type's (or AZ's) `datacenters` entry: which clusters of the datacenter its VMs go in."""
+
+    name: str | None = Field(None, description="The datacenter: the one of cpi.json (there is only one).")
+    clusters: list[dict[str, PlacementClusterProperties]] = Field(
+        ..., description="Clusters for these VMs instead of cpi.json's, each a name or "
+        "`{NAME: {resource_pool, host_group, drs_rules}}`.")
+
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _split_clusters(cls, value: Any) -> Any:
+        return _clusters(value)
+
+
+class StoragePolicy(_Strict):
+    """A vm_type's storage policy."""
+
+    name: str | None = Field(None, description="Storage policy (SPBM) for the VM and its ephemeral disk: they go on "
+                             "a datastore compatible with it.")
+
+
+class NsxLoadBalancer(_Strict):
+    """An NSX-V edge load balancer pool the VM joins."""
+
+    edge_name: str = Field(..., min_length=1, description="Name of the NSX edge.")
+    pool_name: str = Field(..., min_length=1, description="Name of the edge's server pool.")
+    security_group: str = Field(
+        ..., min_length=1, description="Security group the pool targets: the VM is added to it (the group is created "
+        "when missing) and the group to the pool.")
+    port: StrictInt = Field(..., ge=1, le=65535, description="Port the VM's service listens on.")
+    monitor_port: StrictInt | None = Field(None, ge=1, le=65535, description="Port the pool's health check uses. "
+                                           "Default: `port`.")
+
+
+class NsxVmProperties(_Strict):
+    """What NSX-V does for the VM (needs cpi.json's `nsx`)."""
+
+    security_groups: list[str] | None = Field(
+        None, description="Security groups to add the VM to (created when missing), with those of the director's "
+        "`env.bosh.groups` and of `lbs`.")
+    lbs: list[NsxLoadBalancer] | None = Field(None, description="Edge load balancer pools to add the VM to.")
+
+
+class NsxtServerPool(_Strict):
+    """An NSX-T load balancer server pool the VM joins."""
+
+    name: str = Field(..., min_length=1, description="Name of the server pool (it must exist). A static pool gets "
+                      "the VM as a member; for a dynamic one, the VM joins the pool's group.")
+    port: StrictInt | None = Field(None, ge=1, le=65535, description="Port the pool sends traffic to on the VM. "
+                                   "Unset: the port the client connected to.")
+
+
+class NsxtLoadBalancer(_Strict):
+    """NSX-T load balancing of the VM."""
+
+    server_pools: list[NsxtServerPool] | None = Field(None, description="Server pools to add the VM to.")
+
+
+class NsxtVmProperties(_Strict):
+    """What NSX-T does for the VM (needs cpi.json's `nsxt`)."""
+
+    ns_groups: list[str] | None = Field(None, description="NSX-T groups (NSGroups) to add the VM to; they must exist.")
+    vif_type: Literal["PARENT", "CHILD"] | None = Field(
+        None, description="VIF type of the VM's logical ports (Manager API), over the global `default_vif_type`; "
+        "null sets none.")
+    lb: NsxtLoadBalancer | None = Field(None, description="NSX-T load balancer pools to add the VM to.")
+
+
+class PciPassthrough(_Strict):
+    """A PCI device given to the VM through Dynamic DirectPath I/O (vSphere 7.0 and later)."""
+
+    vendor_id: StrictInt = Field(..., ge=0, le=0xFFFF, description="PCI vendor ID, e.g. `0x10de` (NVIDIA).")
+    device_id: StrictInt = Field(..., ge=0, le=0xFFFF, description="PCI device ID, e.g. `0x1eb8` (Tesla T4).")
+
+
+class Tag(_Strict):
+    """A vCenter tag to attach to the VM."""
+
+    category: str = Field(..., min_length=1, description="Name of the tag's category (associable with VMs).")
+    tag: str = Field(..., min_length=1, description="Name of the tag; it must exist in the category.")
+
+
+class VMCloudProperties(_Strict):
+    """vm_type (and vm_extension, AZ) cloud_properties: what create_vm makes. The VM is a
+    linked clone of the stemcell (a full clone when `root_disk_size_gb` grows its root disk)
+    in a cluster and datastore with room for its memory and disks, near its persistent disks,
+    with an ephemeral disk of `disk` MiB; the agent's settings reach it on a CD-ROM image."""
+
+    cpu: StrictInt = Field(..., ge=1, description="Number of vCPUs.")
+    ram: StrictInt = Field(..., ge=1, description="Memory in MiB.")
+    disk: StrictInt = Field(..., ge=1, description="Ephemeral disk size in MiB.")
+    datastores: Storage | None = Field(None, description=_storage_description(
+        "the VM and its ephemeral disk", "datastore_pattern", "One of them must be reachable from the VM's "
+        "clusters; a `storage_policy` wins."))
+    datacenters: list[PlacementDatacenter] | None = Field(
+        None, max_length=1, description="The clusters (and resource pools, host groups, DRS rules) for these VMs, "
+        "instead of cpi.json's: a list of one datacenter, cpi.json's.")
+    storage_policy: StoragePolicy | None = Field(
+        None, description="Storage policy for the VM and its ephemeral disk, over `datastores` and the global "
+        "`vm_storage_policy_name`.")
+    vmx_options: dict[str, VmxValue] | None = Field(
+        None, description="VM advanced configuration (extraConfig), over the global `vmx_options` key by key.")
+    cpu_hot_add_enabled: StrictBool = Field(False, description="Allow adding vCPUs while the VM runs.")
+    memory_hot_add_enabled: StrictBool = Field(False, description="Allow adding memory while the VM runs.")
+    nested_hardware_virtualization: StrictBool = Field(
+        False, description="Expose hardware-assisted virtualization to the VM (to run hypervisors in it).")
+    cpu_reserve_full_mhz: StrictBool | None = Field(
+        None, description="Reserve the VM's vCPUs times the clock of the fastest host of its cluster. Default: the "
+        "global `cpu_reserve_full_mhz`.")
+    memory_reservation_locked_to_max: StrictBool | None = Field(
+        None, description="Reserve all of the VM's memory. Default: the global setting; always so with `vgpus`, "
+        "`pci_passthroughs` or `device_groups`.")
+    upgrade_hw_version: StrictBool | None = Field(
+        None, description="Upgrade the VM to the newest virtual hardware version its host supports. Default: the "
+        "global `upgrade_hw_version`; always so with `vgpus`, `pci_passthroughs` or `device_groups`.")
+    root_disk_size_gb: StrictInt | None = Field(
+        None, ge=0, description="Grow the root disk to this many GiB (then a full clone, which takes that space on "
+        "the datastore). Unset or 0: the stemcell's size, as a linked clone.")
+    vm_group: str | None = Field(None, description="DRS VM group of the cluster to add the VM to (created when "
+                                 "missing; the CPI deletes it when its last VM goes).")
+    disable_drs: StrictBool = Field(False, description="Turn DRS off for the VM: it is not moved between hosts.")
+    tags: list[Tag] | None = Field(None, description="vCenter tags to attach to the VM (vCenter 6.5 and later); "
+                                   "the categories and tags must exist. Unrelated to the manifest's `tags`.")
+    vgpus: list[str] | None = Field(
+        None, description="NVIDIA GRID vGPU profiles to give the VM, one device each (e.g. `grid_t4-16q`); the "
+        "hosts must have such GPUs.")
+    pci_passthroughs: list[PciPassthrough] | None = Field(
+        None, description="PCI devices to give the VM by Dynamic DirectPath I/O (vSphere 7.0 and later).")
+    device_groups: list[str] | None = Field(
+        None, description="Vendor device groups (vSphere 8.0 and later) to give the VM by name, e.g. "
+        "`Nvidia:2@nvidia_h100l-94c%NVLink`: their vGPUs, linked.")
+    nsx: NsxVmProperties | None = Field(None, description="NSX-V security groups and load balancers of the VM.")
+    nsxt: NsxtVmProperties | None = Field(None, description="NSX-T groups, VIF type and load balancer pools of the "
+                                          "VM.")
+    plugins: dict[str, Any] | None = Field(
+        None, description="Settings for the official CPI's Ruby plug-ins, by plug-in name. This CPI loads none "
+        "(cpi.json's `plugins` must be empty), so they have no effect.")
+
+
+# ---------------------------------------------------------------- disk_type cloud_properties
+
+
+class DiskCloudProperties(_Strict):
+    """disk_type cloud_properties: what create_disk makes, a VMDK in `disk_path` of a
+    datastore reachable from the VM it is for."""
+
+    type: DiskType | None = Field(
+        None, description="How the disk is provisioned: `thin`, `preallocated`, `thick` or `eagerZeroedThick`. "
+        "Default: the global `default_disk_type`.")
+    datastores: Storage | None = Field(None, description=_storage_description(
+        "the disk", "persistent_datastore_pattern"))
+    name: str | None = Field(None, min_length=1, description="The disk's name, and so its cid, instead of "
+                             "`disk-<uuid>` (set by the director for dynamic disks).")
+
+
+# ---------------------------------------------------------------- network cloud_properties
+
+
+class NetworkCloudProperties(_Strict):
+    """A manual network's cloud_properties (cloud-config subnets). The official CPI has no
+    dynamic or vip networks."""
+
+    name: str = Field(..., min_length=1, description="The vSphere network (port group, distributed port group or "
+                      "NSX segment) to put the VM's NIC on; a path (`folder/name`) if names repeat.")
+
+
+# The official CPI reads nothing of a stemcell's cloud_properties (its create_stemcell takes
+# the OVF in the image alone), so there is no stemcell model: whatever stemcell.MF says is
+# ignored, as there.
