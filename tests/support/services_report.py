@@ -19,7 +19,7 @@ from pathlib import Path
 STATE_DIR = Path(os.environ.get("OS_STATE_DIR", "/var/tmp/cpi-openstack"))
 STOP = "tests/openstack/stop.sh"
 #: processes no setup.sh pid file names, but that a test run may have started
-STRAYS = ("redis-server", "moto_server")
+STRAYS = ("redis-server", "moto_server", "vcsim")
 
 
 def _stat(pid: str) -> list[str] | None:

@@ -1,0 +1,142 @@
+"""The vSphere simulator the vSphere cloud is tested against, through pyvmomi as the CPI
+will use it: a real client against the real simulator (tests/support/vcsim.py), no mocks.
+
+Beyond its default inventory, these pin down what vSphere does and the CPI will rely on,
+four of them only through the fixture's patches (tests/vsphere/vcsim/patch.py; against the
+unpatched 0.24 the last three tests fail): a clone gets devices of its own,
+ExtendVirtualDisk_Task grows a disk and refuses to shrink it, a VirtualDiskManager task has
+no entity, and reading an unset property gives None instead of dropping the connection.
+That destroying a VM deletes its attached disks' files 0.24 does as it is."""
+
+from __future__ import annotations
+
+import pytest
+from pyVim.connect import SmartConnect
+from pyVim.task import WaitForTask
+from pyVmomi import vim, vmodl
+
+GIB_KB = 1024 * 1024
+DISKS = "[LocalDS_0] cpi-test-disks"
+
+
+def _find(si, path: str):
+    found = si.content.searchIndex.FindByInventoryPath(path)
+    assert found is not None, f"{path} is not in the inventory"
+    return found
+
+
+def _files(datastore, folder: str) -> dict[str, int | None]:
+    """Name and size of each file in a datastore folder, as the datastore browser lists them
+    (None for an empty file). The simulator records a disk's capacity as the size of its
+    -flat.vmdk (tests/vsphere/vcsim/simulator/cpi_fixes.go)."""
+    spec = vim.host.DatastoreBrowser.SearchSpec(
+        matchPattern=["*"], details=vim.host.DatastoreBrowser.FileInfo.Details(fileSize=True))
+    task = datastore.browser.SearchDatastore_Task(datastorePath=folder, searchSpec=spec)
+    WaitForTask(task)
+    return {f.path: f.fileSize for f in task.info.result.file}
+
+
+def _disk_spec(capacity_kb: int):
+    return vim.VirtualDiskManager.FileBackedVirtualDiskSpec(diskType="thin", adapterType="lsiLogic",
+                                                            capacityKb=capacity_kb)
+
+
+def _disk_files(vm) -> list[str]:
+    return [d.backing.fileName for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk)]
+
+
+def test_it_serves_a_vcenter_with_the_default_inventory_to_its_user_only(vcsim, si):
+    about = si.content.about
+    assert about.apiType == "VirtualCenter", about
+    dc = _find(si, "DC0")
+    assert isinstance(dc, vim.Datacenter)
+    cluster = _find(si, "DC0/host/DC0_C0")
+    assert isinstance(cluster, vim.ClusterComputeResource)
+    assert len(cluster.host) == 3
+    assert {ds.name for ds in dc.datastore} == {"LocalDS_0", "LocalDS_1"}
+    networks = {net.name: net for net in dc.network}
+    assert "VM Network" in networks
+    assert isinstance(networks["DC0_DVPG0"], vim.dvs.DistributedVirtualPortgroup)
+    assert {vm.name for vm in dc.vmFolder.childEntity} >= {"DC0_H0_VM0", "DC0_C0_RP0_VM0"}
+    with pytest.raises(vim.fault.InvalidLogin):
+        SmartConnect(host=vcsim.host, port=vcsim.port, user=vcsim.username, pwd=vcsim.password + "x",
+                     disableSslCertValidation=True)
+
+
+def test_a_vm_is_cloned_configured_given_a_grown_disk_and_destroyed_with_it(si):
+    dc = _find(si, "DC0")
+    cluster = _find(si, "DC0/host/DC0_C0")
+    datastore = next(ds for ds in dc.datastore if ds.name == "LocalDS_0")
+    source = _find(si, "DC0/vm/DC0_C0_RP0_VM0")
+    source_disks = _disk_files(source)
+    assert source_disks == ["[LocalDS_0] DC0_C0_RP0_VM0/disk1.vmdk"]
+
+    # clone, as a CPI makes a VM from a stemcell: the clone's disk is its own, the source's untouched
+    spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(pool=cluster.resourcePool, datastore=datastore))
+    task = source.CloneVM_Task(folder=dc.vmFolder, name="cpi-test-clone", spec=spec)
+    WaitForTask(task)
+    clone = task.info.result
+    assert isinstance(clone, vim.VirtualMachine) and clone.name == "cpi-test-clone"
+    assert task.info.entity == source and task.info.entityName == "DC0_C0_RP0_VM0"
+    assert _disk_files(clone) == ["[LocalDS_0] cpi-test-clone/cpi-test-clone.vmdk"]
+    assert _disk_files(source) == source_disks
+
+    WaitForTask(clone.ReconfigVM_Task(spec=vim.vm.ConfigSpec(numCPUs=2, memoryMB=2048)))
+    assert (clone.config.hardware.numCPU, clone.config.hardware.memoryMB) == (2, 2048)
+    WaitForTask(clone.PowerOnVM_Task())
+    assert clone.runtime.powerState == vim.VirtualMachine.PowerState.poweredOn
+
+    # a persistent disk, made and grown through the VirtualDiskManager
+    vdm = si.content.virtualDiskManager
+    disk = f"{DISKS}/disk-1.vmdk"
+    si.content.fileManager.MakeDirectory(name=DISKS, datacenter=dc, createParentDirectories=True)
+    WaitForTask(vdm.CreateVirtualDisk_Task(name=disk, datacenter=dc, spec=_disk_spec(GIB_KB)))
+    files = _files(datastore, DISKS)
+    assert files.keys() == {"disk-1.vmdk", "disk-1-flat.vmdk"} and files["disk-1-flat.vmdk"] == GIB_KB * 1024
+    WaitForTask(vdm.ExtendVirtualDisk_Task(name=disk, datacenter=dc, newCapacityKb=2 * GIB_KB, eagerZero=False))
+    assert _files(datastore, DISKS)["disk-1-flat.vmdk"] == 2 * GIB_KB * 1024
+    with pytest.raises(vmodl.fault.InvalidArgument) as refused:
+        WaitForTask(vdm.ExtendVirtualDisk_Task(name=disk, datacenter=dc, newCapacityKb=GIB_KB, eagerZero=False))
+    assert refused.value.invalidProperty == "newCapacityKb"
+    assert _files(datastore, DISKS)["disk-1-flat.vmdk"] == 2 * GIB_KB * 1024
+
+    # attached, then destroyed with the VM: vSphere deletes every attached disk's files (which
+    # is why a CPI detaches persistent disks before it deletes a VM)
+    controller = next(d for d in clone.config.hardware.device if isinstance(d, vim.vm.device.VirtualSCSIController))
+    taken = {d.unitNumber for d in clone.config.hardware.device if d.controllerKey == controller.key}
+    attach = vim.vm.device.VirtualDeviceSpec(
+        operation=vim.vm.device.VirtualDeviceSpec.Operation.add,
+        device=vim.vm.device.VirtualDisk(
+            key=-1, controllerKey=controller.key, unitNumber=min(set(range(16)) - taken - {7}),
+            capacityInKB=2 * GIB_KB,
+            backing=vim.vm.device.VirtualDisk.FlatVer2BackingInfo(fileName=disk, diskMode="independent_persistent")))
+    WaitForTask(clone.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[attach])))
+    assert disk in _disk_files(clone)
+    WaitForTask(clone.PowerOffVM_Task())
+    WaitForTask(clone.Destroy_Task())
+
+    assert si.content.searchIndex.FindByInventoryPath("DC0/vm/cpi-test-clone") is None
+    assert _files(datastore, DISKS) == {}
+    with pytest.raises(vim.fault.FileNotFound):
+        _files(datastore, "[LocalDS_0] cpi-test-clone")
+    assert _disk_files(source) == source_disks
+    assert "disk1.vmdk" in _files(datastore, "[LocalDS_0] DC0_C0_RP0_VM0")
+
+
+def test_a_virtual_disk_manager_task_has_no_entity_and_can_be_waited_for(si):
+    dc = _find(si, "DC0")
+    vdm = si.content.virtualDiskManager
+    name = "[LocalDS_1] cpi-test-entity.vmdk"
+    task = vdm.CreateVirtualDisk_Task(name=name, datacenter=dc, spec=_disk_spec(1024))
+    WaitForTask(task)
+    assert task.info.state == vim.TaskInfo.State.success
+    assert task.info.entity is None
+    delete = vdm.DeleteVirtualDisk_Task(name=name, datacenter=dc)
+    WaitForTask(delete)
+    assert delete.info.entity is None
+
+
+def test_reading_an_unset_property_gives_none_and_keeps_the_connection(si):
+    vm = _find(si, "DC0/vm/DC0_H0_VM1")
+    assert vm.snapshot is None
+    assert vm.name == "DC0_H0_VM1"  # the same connection still answers

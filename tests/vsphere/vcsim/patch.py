@@ -1,0 +1,77 @@
+"""The fixes the tests' vSphere simulator needs, applied to a copy of govmomi 0.24's
+`simulator` package (Debian's golang-github-vmware-govmomi-dev) in an overlay GOPATH, never
+to /usr/share.
+
+Each fix changes a line or two of the package, most of them into a call of a function in
+simulator/cpi_fixes.go (copied next to them), which says why in Go. A line that is not
+found exactly once fails the build, naming it: a newer govmomi changed the code, and the
+fix must be looked at again rather than go missing unnoticed.
+
+    python -m tests.vsphere.vcsim.patch DIR     patch the simulator package copied to DIR
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+#: added to the package: the functions the edits call
+FIXES = HERE / "simulator" / "cpi_fixes.go"
+
+
+class PatchError(Exception):
+    pass
+
+
+#: (file of the package, the line as 0.24.2 has it, what it becomes, what it fixes)
+EDITS: list[tuple[str, str, str, str]] = [
+    ("task.go",
+     "\ttask.Info.Entity = &ref\n\ttask.Info.EntityName = ref.Value\n",
+     "\ttask.Info.Entity, task.Info.EntityName = cpiTaskEntity(ref, e)\n",
+     "a task's entity is a managed entity or unset (WaitForTask on a VirtualDiskManager task)"),
+    ("property_collector.go",
+     "\tif len(obj.PropSet) == 0 {\n\t\tfault := obj.MissingSet[0].Fault\n",
+     ("\tif len(obj.PropSet) == 0 && len(obj.MissingSet) == 0 {\n"
+      "\t\tbody.Res = &internal.FetchResponse{} // an unset property (vm.snapshot with none): no value\n"
+      "\t\treturn body\n"
+      "\t}\n"
+      "\tif len(obj.PropSet) == 0 {\n\t\tfault := obj.MissingSet[0].Fault\n"),
+     "reading an unset property panicked the server and dropped the connection"),
+    ("virtual_machine.go",
+     "\t\tdevices := vm.Config.Hardware.Device\n",
+     "\t\tdevices := cpiCopyDevices(vm.Config.Hardware.Device)\n",
+     "CloneVM_Task gave the clone the source's own device objects"),
+    ("virtual_disk_manager.go",
+     "\t\tif err := vdmCreateVirtualDisk(types.VirtualDeviceConfigSpecFileOperationCreate, req); err != nil {\n",
+     "\t\tif err := cpiCreateVirtualDisk(req); err != nil {\n",
+     "CreateVirtualDisk_Task records the capacity, so that ExtendVirtualDisk_Task can refuse a shrink"),
+]
+
+
+def apply(package: Path) -> list[str]:
+    """Patch the simulator package copied to `package` (in place); returns what was fixed."""
+    done = []
+    for name, old, new, why in EDITS:
+        path = package / name
+        text = path.read_text()
+        found = text.count(old)
+        if found != 1:
+            raise PatchError(f"{path}: expected the line(s) {old.strip()!r} once, found {found} times; "
+                             f"the fix '{why}' needs a new look for this govmomi")
+        path.write_text(text.replace(old, new))
+        done.append(f"{name}: {why}")
+    shutil.copyfile(FIXES, package / FIXES.name)
+    done.append(f"{FIXES.name}: ExtendVirtualDisk_Task, which 0.24 lacks")
+    return done
+
+
+def sources() -> list[Path]:
+    """What a build of the simulator depends on in this checkout (its cache key)."""
+    return sorted(p for p in HERE.rglob("*") if p.is_file() and p.suffix in (".go", ".py"))
+
+
+if __name__ == "__main__":
+    for line in apply(Path(sys.argv[1])):
+        print(line)

@@ -1,0 +1,92 @@
+// What tests/vsphere/vcsim/patch.py adds to the test fixture's copy of govmomi 0.24's
+// simulator package (never to /usr/share): the functions its one-line edits call, and the
+// VirtualDiskManager method 0.24 lacks. Each makes the simulator answer as vSphere does
+// where 0.24 did not, so that the CPI is written against vSphere's behaviour, not against
+// a bug of the simulator.
+
+package simulator
+
+import (
+	"os"
+
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// cpiTaskEntity is the entity a task reports: vSphere's TaskInfo.entity is a managed entity
+// (a VM, a datastore) or unset. 0.24 also set it to managers (VirtualDiskManager,
+// FileManager), which a client then fails to read as a ManagedEntity (pyvmomi's WaitForTask
+// raises TypeError). `e` is the object or only its reference (the power tasks pass that).
+func cpiTaskEntity(ref types.ManagedObjectReference, e mo.Reference) (*types.ManagedObjectReference, string) {
+	obj := e
+	if _, ok := obj.(mo.Entity); !ok {
+		obj = Map.Get(ref)
+	}
+	entity, ok := obj.(mo.Entity)
+	if !ok {
+		return nil, ""
+	}
+	name := entity.Entity().Name
+	if name == "" {
+		name = ref.Value
+	}
+	return &ref, name
+}
+
+// cpiCopyDevices is a deep copy of a VM's devices. 0.24's CloneVM_Task handed the source's
+// own device objects to the clone and blanked their disk file names on the way, so a
+// template ended up pointing at its newest clone's disk.
+func cpiCopyDevices(devices []types.BaseVirtualDevice) []types.BaseVirtualDevice {
+	var copied types.VirtualHardware
+	deepCopy(&types.VirtualHardware{Device: devices}, &copied)
+	return copied.Device
+}
+
+// The simulator's disks are empty files; the capacity of one made or grown through the
+// VirtualDiskManager is recorded as the size of its (sparse) -flat.vmdk, which the datastore
+// browser reports as the file's size. That is what lets ExtendVirtualDisk_Task refuse to
+// shrink a disk, as vSphere does.
+
+func cpiRecordCapacity(dc *types.ManagedObjectReference, name string, capacityKb int64) types.BaseMethodFault {
+	fm := Map.FileManager()
+	file, fault := fm.resolve(dc, name)
+	if fault != nil {
+		return fault
+	}
+	data := vdmNames(file)[0]
+	info, err := os.Stat(data)
+	if err != nil {
+		return fm.fault(name, err, new(types.FileNotFound))
+	}
+	if capacityKb*1024 < info.Size() {
+		return &types.InvalidArgument{InvalidProperty: "newCapacityKb"}
+	}
+	if err := os.Truncate(data, capacityKb*1024); err != nil {
+		return fm.fault(name, err, new(types.CannotAccessFile))
+	}
+	return nil
+}
+
+// cpiCreateVirtualDisk is CreateVirtualDisk_Task's work, recording the capacity asked for.
+func cpiCreateVirtualDisk(req *types.CreateVirtualDisk_Task) types.BaseMethodFault {
+	if fault := vdmCreateVirtualDisk(types.VirtualDeviceConfigSpecFileOperationCreate, req); fault != nil {
+		return fault
+	}
+	if spec, ok := req.Spec.(types.BaseFileBackedVirtualDiskSpec); ok {
+		return cpiRecordCapacity(req.Datacenter, req.Name, spec.GetFileBackedVirtualDiskSpec().CapacityKb)
+	}
+	return nil
+}
+
+// ExtendVirtualDiskTask is vSphere's ExtendVirtualDisk_Task (0.24 answered MethodNotFound):
+// it grows a disk and refuses to shrink one (InvalidArgument on newCapacityKb).
+func (m *VirtualDiskManager) ExtendVirtualDiskTask(_ *Context, req *types.ExtendVirtualDisk_Task) soap.HasFault {
+	task := CreateTask(m, "extendVirtualDisk", func(*Task) (types.AnyType, types.BaseMethodFault) {
+		return nil, cpiRecordCapacity(req.Datacenter, req.Name, req.NewCapacityKb)
+	})
+	return &methods.ExtendVirtualDisk_TaskBody{
+		Res: &types.ExtendVirtualDisk_TaskResponse{Returnval: task.Run()},
+	}
+}
