@@ -27,3 +27,24 @@ def si(vcsim):
                             disableSslCertValidation=True)
     yield instance
     Disconnect(instance)
+
+
+def vsphere_properties(server, **overrides):
+    """The vsphere section of a cpi.json for `server` (a running simulator), as the typed
+    model the cloud reads."""
+    from cpi.clouds.vsphere.props import VsphereProperties
+
+    section = {"host": f"{server.host}:{server.port}", "user": server.username, "password": server.password,
+               "datacenters": [{"name": "DC0", "clusters": ["DC0_C0"], "datastore_pattern": "^LocalDS_",
+                                "persistent_datastore_pattern": "^LocalDS_"}]}
+    return VsphereProperties.model_validate({**section, **overrides})
+
+
+@pytest.fixture
+def properties(vcsim):
+    """The simulator's config model; the process's cached sessions are forgotten after the
+    test, so each test logs in afresh."""
+    from cpi.clouds.vsphere import session
+
+    yield vsphere_properties(vcsim)
+    session.forget()

@@ -1,0 +1,337 @@
+"""The vCenter session of the vsphere cloud: one login per process, no request without a bound.
+
+Why not pyVim's SmartConnect: its version probe (`/sdk/vimServiceVersions.xml`) opens a
+connection with no timeout at all, so a vCenter that accepts TCP and never answers hangs
+the call for ever; and its sockets have no keepalive, so a connection silently dropped by a
+firewall is noticed only by the read timeout, if there is one. Here every connection, the
+probe's included, is opened within `connect_timeout` (TCP and the TLS handshake), reads
+within `read_timeout` (each response), and carries TCP keepalive with a user timeout, so the
+kernel gives up on a dead peer in about a minute whatever is waiting on it.
+
+Every SOAP request (a method, or a property read, which pyVmomi sends as one) goes through
+`_Stub.InvokeMethod`: counted, retried by cpi.retry within `retry_budget_seconds` when the
+failure is transient and the request is safe to repeat (errors.classifier), and, when the
+vCenter says the session is gone (NotAuthenticated: it expired, was terminated, or the
+vCenter restarted), logged in again once and sent again. What still fails on the wire leaves
+as a CloudError naming the vCenter, the user and the bounding setting, never the password.
+
+Sessions are kept per process in a module-level cache keyed by (host, port, user): a warm
+process's next call reuses the login. An entry is reused only with the same password (kept
+as a digest, compared in constant time), TLS settings and timeouts; a forked child forgets
+the parent's pooled sockets (they are the parent's TCP streams) but keeps its session cookie.
+
+pyVmomi is imported inside functions: `info` of the cloud imports no SDK.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import http.client
+import logging
+import os
+import socket
+import ssl
+import threading
+import time
+import xml.etree.ElementTree as ElementTree
+from typing import TYPE_CHECKING, Any
+
+from cpi import retry
+from cpi.errors import CloudError
+
+from . import errors
+
+if TYPE_CHECKING:
+    from .props import VsphereProperties
+
+log = logging.getLogger("cpi.clouds.vsphere")
+
+SDK_PATH = "/sdk"
+#: TCP keepalive: first probe after this many idle seconds, then every KEEPALIVE_INTERVAL, and
+#: the connection is dead after KEEPALIVE_COUNT unanswered probes (or unacknowledged data for
+#: as long: TCP_USER_TIMEOUT), about a minute in all, well under the default read_timeout.
+KEEPALIVE_IDLE = 30
+KEEPALIVE_INTERVAL = 10
+KEEPALIVE_COUNT = 3
+#: pooled idle connections older than this are closed rather than reused (vCenter's reverse
+#: proxy drops idle connections after a few minutes; a stale one costs a failed attempt)
+POOL_IDLE_SECONDS = 120
+
+#: methods that change nothing, or whose repetition is harmless: retried after a read timeout
+#: or a dropped connection, when the vCenter may have carried out the first attempt
+_SAFE_PREFIXES = ("Retrieve", "Find", "Fetch", "Query", "Current", "Browse", "Wait", "Check", "Validate")
+_SAFE_METHODS = frozenset({"Login", "Logout", "CreateContainerView", "DestroyView", "CreateFilter",
+                           "DestroyPropertyFilter", "CreatePropertyCollector", "DestroyPropertyCollector"})
+
+
+def endpoint(properties: VsphereProperties) -> tuple[str, int]:
+    """(host, port) of `host` (or `address`): `vc`, `vc:8443`, `[fd00::1]:443` or a bare IPv6."""
+    address = properties.vcenter_host.strip()
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else 443
+    if address.count(":") == 1:
+        host, port = address.split(":")
+        if port.isdigit():
+            return host, int(port)
+    return address, 443
+
+
+def ssl_context(properties: VsphereProperties) -> ssl.SSLContext:
+    """The TLS settings props.py documents: `ssl_verify` unset verifies against `ca_cert` (or
+    `ca_cert_file`) when one is given and not at all otherwise, as the official CPI; true
+    always verifies (the system's CAs without a ca_cert); false never does."""
+    options = properties.connection_options
+    ca_text = options.ca_cert if options else None
+    ca_file = options.ca_cert_file if options else None
+    verify = properties.ssl_verify if properties.ssl_verify is not None else bool(ca_text or ca_file)
+    if not verify:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if ca_text or ca_file:
+        return ssl.create_default_context(cafile=ca_file, cadata=ca_text)
+    return ssl.create_default_context()
+
+
+def keepalive(sock: socket.socket) -> None:
+    """TCP keepalive (and, on Linux, a user timeout) on `sock`: a peer that vanished without
+    a FIN or RST is found dead by the kernel in about a minute, even while nothing is sent."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
+                        ("TCP_KEEPCNT", KEEPALIVE_COUNT),
+                        ("TCP_USER_TIMEOUT", 1000 * (KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT))):
+        option = getattr(socket, name, None)
+        if option is not None:  # Linux has them all; elsewhere keepalive's system defaults
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
+class _Connection(http.client.HTTPSConnection):
+    """An HTTPS connection opened within `connect_timeout` (TCP and TLS handshake), whose
+    reads then wait at most `read_timeout` each, with TCP keepalive. A failure to open it is
+    a ConnectFailed: nothing was sent, so it is always safe to retry."""
+
+    def __init__(self, host: str, port: int | None = None, *, connect_timeout: float, read_timeout: float,
+                 **kwargs: Any):
+        kwargs.pop("timeout", None)
+        super().__init__(host, port, timeout=connect_timeout, **kwargs)
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+
+    def connect(self) -> None:
+        self.timeout = self._connect_timeout
+        try:
+            super().connect()
+        except OSError as exc:
+            raise errors.ConnectFailed(f"{self.host}:{self.port}", self._connect_timeout, exc) from exc
+        assert self.sock is not None
+        keepalive(self.sock)
+        self.sock.settimeout(self._read_timeout)
+        self.timeout = self._read_timeout
+
+
+def _idempotent(method: str) -> bool:
+    return method.startswith(_SAFE_PREFIXES) or method in _SAFE_METHODS
+
+
+def _make_stub_class():
+    """The SoapStubAdapter subclass (built on first use: pyVmomi is imported here)."""
+    from pyVmomi.SoapAdapter import SoapStubAdapter
+
+    class _Stub(SoapStubAdapter):
+        """pyVmomi's SOAP stub, every request of which is counted, bounded, retried and, once,
+        re-authenticated (see the module's docstring)."""
+
+        session: Session
+
+        def InvokeMethod(self, mo, info, args, outerStub=None):  # pyVmomi's name
+            method = info.wsdlName
+            what = f"{type(mo).__name__.rsplit('.', 1)[-1]}.{method}"
+            session = self.session
+            relogged = False
+
+            def send():
+                session.requests += 1
+                return SoapStubAdapter.InvokeMethod(self, mo, info, args, outerStub)
+
+            def attempt():
+                nonlocal relogged
+                try:
+                    return send()
+                except Exception as exc:
+                    if errors.fault_name(exc) != "NotAuthenticated" or relogged or method in ("Login", "Logout"):
+                        raise
+                    relogged = True
+                    log.warning("%s: the vCenter at %s dropped the session of '%s' (%s); logging in again", what,
+                                session.address, session.user, errors.describe(exc))
+                session.login()
+                return send()
+
+            try:
+                return retry.call(attempt, classify=errors.classifier(idempotent=_idempotent(method)), what=what,
+                                  budget=session.budget)
+            except Exception as exc:
+                if errors.fault_name(exc) not in (None, "NotAuthenticated") and method != "Login":
+                    raise  # the vCenter's answer: the caller knows what it means
+                raise session.translate(exc, what) from None
+
+    return _Stub
+
+
+@functools.cache
+def _stub_class():
+    return _make_stub_class()
+
+
+def _supported_versions(document: bytes) -> set[str]:
+    """The vim25 API versions a vimServiceVersions.xml lists (the current and prior ones)."""
+    root = ElementTree.fromstring(document)
+    found: set[str] = set()
+    for namespace in root.findall("namespace"):
+        if (namespace.findtext("name") or "").strip() != "urn:vim25":
+            continue
+        found.update(v.strip() for v in [namespace.findtext("version") or ""] if v.strip())
+        found.update((v.text or "").strip() for v in namespace.findall("priorVersions/version"))
+    return found
+
+
+class Session:
+    """One login to one vCenter, as one user. `content` is the ServiceInstanceContent (the
+    root of every lookup), `requests` the SOAP requests sent so far (every attempt)."""
+
+    def __init__(self, properties: VsphereProperties):
+        self.properties = properties
+        self.host, self.port = endpoint(properties)
+        self.address = f"{self.host}:{self.port}"
+        self.user = properties.user
+        self.budget = properties.retry_budget_seconds
+        self.requests = 0
+        self.logins = 0
+        self.pid = os.getpid()
+        self._password = properties.password.get_secret_value()
+        self._lock = threading.Lock()
+        self._context = ssl_context(properties)
+        self._connection = functools.partial(_Connection, connect_timeout=properties.connect_timeout,
+                                             read_timeout=properties.read_timeout)
+        self.version = self._negotiate()
+        stub = _stub_class()(host=self.host, port=self.port, path=SDK_PATH, version=self.version,
+                             sslContext=self._context, connectionPoolTimeout=POOL_IDLE_SECONDS)
+        stub.scheme = self._connection  # every connection of the stub: bounded, with keepalive
+        stub.session = self
+        self.stub = stub
+        from pyVmomi import vim
+
+        self.si = vim.ServiceInstance("ServiceInstance", stub)
+        #: the ServiceInstanceContent (Any: pyVmomi's stubs make each of its managers Optional)
+        self.content: Any = self.si.RetrieveContent()
+        self.login()
+
+    # ------------------------------------------------------------ connection
+
+    def _negotiate(self) -> str:
+        """The newest vim25 API version both pyVmomi and the vCenter speak, from the vCenter's
+        vimServiceVersions.xml: one GET, bounded and retried like every request."""
+        from pyVmomi.VmomiSupport import GetServiceVersions, versionIdMap
+
+        what = f"GET {SDK_PATH}/vimServiceVersions.xml"
+
+        def fetch() -> bytes:
+            self.requests += 1
+            connection = self._connection(self.host, self.port, context=self._context)
+            try:
+                connection.request("GET", f"{SDK_PATH}/vimServiceVersions.xml")
+                response = connection.getresponse()
+                body = response.read()
+            finally:
+                connection.close()
+            if response.status != 200:
+                raise http.client.HTTPException(f"{response.status} {response.reason}")
+            return body
+
+        try:
+            document = retry.call(fetch, classify=errors.classifier(idempotent=True), what=what, budget=self.budget)
+        except Exception as exc:  # noqa: BLE001 - whatever failed leaves as a CloudError, scrubbed
+            raise self.translate(exc, what) from None
+        try:
+            supported = _supported_versions(document)
+        except ElementTree.ParseError as exc:
+            raise CloudError(f"{what}: the answer of {self.address} is not a vSphere API's ({exc})") from None
+        for version in GetServiceVersions("vim25"):
+            if versionIdMap.get(version) in supported:
+                return version
+        raise CloudError(f"the vCenter at {self.address} speaks none of the API versions this CPI's pyVmomi knows "
+                         f"(it lists {', '.join(sorted(supported)) or 'none'})")
+
+    def login(self) -> None:
+        """Log in (again): the stub keeps the new session's cookie."""
+        with self._lock:
+            started = time.monotonic()
+            self.content.sessionManager.Login(userName=self.user, password=self._password, locale=None)
+            self.logins += 1
+            log.info("vCenter %s: logged in as '%s' (API %s) in %.2fs", self.address, self.user,
+                     self.version.rsplit(".", 1)[-1], time.monotonic() - started)
+
+    def logout(self) -> None:
+        """End the session at the vCenter and close the pooled connections."""
+        try:
+            self.content.sessionManager.Logout()
+        finally:
+            self.stub.DropConnections()
+
+    def translate(self, exc: BaseException, what: str):
+        return errors.to_cloud_error(exc, what=what, endpoint=self.address, user=self.user, secrets=[self._password],
+                                     connect_timeout=self.properties.connect_timeout,
+                                     read_timeout=self.properties.read_timeout)
+
+    def matches(self, properties: VsphereProperties) -> bool:
+        """Whether this session serves `properties` as a new one would: same password (in
+        constant time), TLS settings, timeouts and budget."""
+        mine, theirs = self.properties, properties
+        same_password = hmac.compare_digest(_digest(self._password), _digest(theirs.password.get_secret_value()))
+        return same_password and all(getattr(mine, key) == getattr(theirs, key) for key in (
+            "connection_options", "ssl_verify", "connect_timeout", "read_timeout", "retry_budget_seconds"))
+
+    def after_fork(self) -> None:
+        """In a forked child: forget (not close) the pooled connections, which are the
+        parent's TCP streams; the session cookie stays good."""
+        if self.pid != os.getpid():
+            self.stub.pool = []
+            self.pid = os.getpid()
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
+_sessions: dict[tuple[str, int, str], Session] = {}
+_sessions_lock = threading.Lock()
+
+
+def get(properties: VsphereProperties) -> Session:
+    """The session of this process for `properties`' vCenter and user, made (and logged in)
+    on first use, reused after."""
+    host, port = endpoint(properties)
+    key = (host, port, properties.user)
+    with _sessions_lock:
+        session = _sessions.get(key)
+        if session is not None and session.matches(properties):
+            session.after_fork()
+            log.debug("vCenter %s: reusing the session of '%s'", session.address, session.user)
+            return session
+        session = Session(properties)
+        _sessions[key] = session
+        return session
+
+
+def forget(properties: VsphereProperties | None = None) -> None:
+    """Drop the cached session of `properties` (all, without), logging out of none: a test's
+    or an operator command's way to start afresh."""
+    with _sessions_lock:
+        if properties is None:
+            _sessions.clear()
+        else:
+            host, port = endpoint(properties)
+            _sessions.pop((host, port, properties.user), None)

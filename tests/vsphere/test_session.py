@@ -1,0 +1,127 @@
+"""The vCenter session (cpi/clouds/vsphere/session.py) against the simulator, through real
+pyVmomi: built from the config model, reused within the process, logged in again once when
+the vCenter drops it, and bounded in time when the endpoint hangs, with no password in what
+it says."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+
+import pytest
+
+from cpi.clouds.vsphere import lookups, session
+from cpi.errors import CloudError
+from tests.vsphere.conftest import vsphere_properties
+
+
+def properties_server(properties):
+    """What vsphere_properties needs of a server, read back from `properties`."""
+    host, port = session.endpoint(properties)
+    return type("Server", (), {"host": host, "port": port, "username": properties.user,
+                               "password": properties.password.get_secret_value()})
+
+
+def test_it_connects_with_the_config_model_and_reuses_the_session(properties):
+    first = session.get(properties)
+    assert first.content.about.apiType == "VirtualCenter"
+    assert first.content.sessionManager.currentSession.userName == properties.user
+    assert first.logins == 1
+    assert session.get(properties) is first  # a warm call: the same login
+    assert first.logins == 1
+    # another password is another login, never the cached session: here a refused one
+    with pytest.raises(CloudError, match="refused the login"):
+        session.get(vsphere_properties(properties_server(properties), password="not-the-password"))
+    assert session.get(properties) is first
+
+
+def test_its_sockets_carry_keepalive_and_the_read_timeout(properties):
+    current = session.get(properties)
+    assert current.content.about.name
+    conns = [conn for conn, _ in current.stub.pool]
+    assert conns, "a finished request leaves its connection in the pool"
+    sock = conns[0].sock
+    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == session.KEEPALIVE_IDLE
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == session.KEEPALIVE_COUNT
+    assert sock.gettimeout() == properties.read_timeout
+
+
+def test_a_session_the_vcenter_dropped_is_logged_in_again_once(properties, si, caplog):
+    current = session.get(properties)
+    key = current.content.sessionManager.currentSession.key
+    si.content.sessionManager.TerminateSession(sessionId=[key])  # another session ends ours, as an admin would
+    with caplog.at_level(logging.INFO, logger="cpi"):
+        assert lookups.datacenter(current, "DC0").name == "DC0"
+    assert current.logins == 2
+    assert current.content.sessionManager.currentSession.key != key
+    dropped = [r.getMessage() for r in caplog.records if "dropped the session" in r.getMessage()]
+    assert len(dropped) == 1, caplog.text
+    assert properties.password.get_secret_value() not in caplog.text
+
+
+def test_a_connection_closed_under_the_session_is_replaced(properties):
+    current = session.get(properties)
+    assert current.content.about.name
+    for conn, _ in current.stub.pool:  # as a proxy dropping idle connections would
+        conn.sock.shutdown(socket.SHUT_RDWR)
+    before = current.requests
+    found = lookups.datastore(current, "DC0", "LocalDS_0")
+    assert current.requests - before == 2  # the stale connection's attempt, then a fresh connection's
+    assert found.name == "LocalDS_0"
+    assert current.logins == 1
+
+
+def test_a_wrong_password_is_a_clear_error_without_the_password(vcsim, caplog):
+    wrong = vcsim.password + "-wrong"
+    with caplog.at_level(logging.DEBUG, logger="cpi"), pytest.raises(CloudError) as failed:
+        session.get(vsphere_properties(vcsim, password=wrong))
+    message = str(failed.value)
+    assert "refused the login of user 'cpi-test'" in message and "InvalidLogin" in message, message
+    assert wrong not in message and wrong not in caplog.text
+    session.forget()
+
+
+@pytest.fixture
+def hung_endpoint():
+    """A TCP endpoint that accepts connections and never says a word."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+def test_a_hung_endpoint_fails_within_the_configured_bounds_without_the_password(vcsim, hung_endpoint, caplog):
+    props = vsphere_properties(vcsim, host=f"127.0.0.1:{hung_endpoint}", connect_timeout=0.4, read_timeout=0.4,
+                               retry_budget_seconds=1.5)
+    started = time.monotonic()
+    with caplog.at_level(logging.DEBUG, logger="cpi"), pytest.raises(CloudError) as failed:
+        session.get(props)
+    took = time.monotonic() - started
+    # the budget, plus at most one attempt's connect_timeout and the last backoff's rounding
+    assert 0.4 <= took < 1.5 + 0.4 + 1.0, took
+    message = str(failed.value)
+    assert f"127.0.0.1:{hung_endpoint} could not be reached within connect_timeout (0.4s)" in message, message
+    assert failed.value.ok_to_retry
+    assert vcsim.password not in message and vcsim.password not in caplog.text
+    assert "retrying" in caplog.text  # the waits are logged
