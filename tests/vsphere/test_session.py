@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 import time
 
@@ -121,7 +122,116 @@ def test_a_hung_endpoint_fails_within_the_configured_bounds_without_the_password
     # the budget, plus at most one attempt's connect_timeout and the last backoff's rounding
     assert 0.4 <= took < 1.5 + 0.4 + 1.0, took
     message = str(failed.value)
-    assert f"127.0.0.1:{hung_endpoint} could not be reached within connect_timeout (0.4s)" in message, message
+    assert message == (f"GET /sdk/vimServiceVersions.xml: the vCenter at 127.0.0.1:{hung_endpoint} did not complete a "
+                       "connection (TCP and TLS) within connect_timeout (0.4s)"), message
     assert failed.value.ok_to_retry
     assert vcsim.password not in message and vcsim.password not in caplog.text
     assert "retrying" in caplog.text  # the waits are logged
+
+
+class FreezingProxy:
+    """A TCP proxy to the simulator that can go silent: once `freeze()`d, it keeps every
+    connection open and swallows what it is sent, answering nothing, as a vCenter behind a
+    dead link (or a hung vCenter) does."""
+
+    def __init__(self, upstream: tuple[str, int]):
+        self.upstream = upstream
+        self.frozen = threading.Event()
+        self.closing = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def freeze(self) -> None:
+        self.frozen.set()
+
+    def _accept(self) -> None:
+        while not self.closing.is_set():
+            try:
+                client = self.listener.accept()[0]
+            except TimeoutError:
+                continue
+            server = socket.create_connection(self.upstream)
+            self.sockets += [client, server]
+            for source, target in ((client, server), (server, client)):
+                thread = threading.Thread(target=self._pump, args=(source, target), daemon=True)
+                self.threads.append(thread)
+                thread.start()
+
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+        source.settimeout(0.1)
+        while not self.closing.is_set():
+            try:
+                data = source.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            if not self.frozen.is_set():
+                target.sendall(data)
+
+    def close(self) -> None:
+        self.closing.set()
+        for thread in self.threads:
+            thread.join(5)
+        for sock in [*self.sockets, self.listener]:
+            sock.close()
+
+
+@pytest.fixture
+def proxy(vcsim):
+    running = FreezingProxy((vcsim.host, vcsim.port))
+    yield running
+    running.close()
+    session.forget()
+
+
+def test_a_vcenter_gone_silent_mid_session_fails_each_call_within_its_bounds(vcsim, proxy, caplog):
+    props = vsphere_properties(vcsim, host=f"127.0.0.1:{proxy.port}", connect_timeout=0.3, read_timeout=0.5,
+                               retry_budget_seconds=1.0)
+    current = session.get(props)
+    folder = lookups.datacenter(current, "DC0").vmFolder
+    proxy.freeze()
+
+    # a request that is not safe to repeat: one read timeout, then the error
+    started = time.monotonic()
+    with caplog.at_level(logging.DEBUG, logger="cpi"), pytest.raises(CloudError) as failed:
+        folder.CreateFolder(name="cpi-test-silent")
+    took = time.monotonic() - started
+    assert 0.5 <= took < 0.5 + 1.0, took  # one read_timeout, no retry
+    assert f"Folder.CreateFolder: the vCenter at 127.0.0.1:{proxy.port} did not answer within read_timeout (0.5s)" \
+        == str(failed.value)
+    assert failed.value.ok_to_retry
+
+    # a read: retried (a fresh connection, which the silent vCenter does not complete) until the budget
+    started = time.monotonic()
+    with caplog.at_level(logging.DEBUG, logger="cpi"), pytest.raises(CloudError) as failed:
+        lookups.network(current, "DC0", "VM Network")
+    took = time.monotonic() - started
+    assert 0.5 <= took < 1.0 + 0.5 + 1.0, took
+    assert "SearchIndex.FindByInventoryPath" in str(failed.value), failed.value
+    assert "retrying" in caplog.text
+    assert vcsim.password not in caplog.text and vcsim.password not in str(failed.value)
+
+
+@pytest.mark.parametrize("tls", [{"ssl_verify": True}, {"connection_options": {"ca_cert": "pem"}}],
+                         ids=["ssl_verify", "ca_cert"])
+def test_a_certificate_that_is_not_trusted_fails_at_once_saying_so(vcsim, tls):
+    """ssl_verify true, or a ca_cert (here the simulator's own certificate, which OpenSSL
+    refuses anyway: its key is too weak), turn verification on; a refusal is permanent."""
+    if "connection_options" in tls:
+        tls = {"connection_options": {"ca_cert": ssl.get_server_certificate((vcsim.host, vcsim.port))}}
+    started = time.monotonic()
+    with pytest.raises(CloudError) as failed:
+        session.get(vsphere_properties(vcsim, **tls))
+    assert time.monotonic() - started < 1.0  # not retried
+    message = str(failed.value)
+    assert f"TLS with the vCenter at {vcsim.host}:{vcsim.port} failed" in message, message
+    assert "CERTIFICATE_VERIFY_FAILED" in message and "connection_options.ca_cert" in message
+    assert not failed.value.ok_to_retry
+    session.forget()

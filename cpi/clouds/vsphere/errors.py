@@ -13,7 +13,6 @@ pyVmomi is imported inside functions only: the cloud's `info` must not import it
 from __future__ import annotations
 
 import http.client
-import socket
 import ssl
 from collections.abc import Iterable
 
@@ -29,7 +28,7 @@ class ConnectFailed(OSError):
     def __init__(self, endpoint: str, timeout: float, cause: BaseException):
         self.endpoint = endpoint
         self.timeout = timeout
-        self.timed_out = isinstance(cause, (TimeoutError, socket.timeout))
+        self.timed_out = isinstance(cause, TimeoutError)
         self.tls = isinstance(cause, ssl.SSLError) and not self.timed_out
         what = f"no TLS handshake within {timeout:g}s" if self.timed_out else f"{type(cause).__name__}: {cause}"
         super().__init__(f"cannot connect to {endpoint} ({what})")
@@ -53,7 +52,7 @@ def classifier(*, idempotent: bool) -> retry.Classifier:
             return retry.PERMANENT if exc.tls else retry.Verdict(retry.Kind.TRANSIENT, "cannot connect")
         if isinstance(exc, ssl.SSLCertVerificationError):
             return retry.PERMANENT
-        if isinstance(exc, (TimeoutError, socket.timeout)):
+        if isinstance(exc, TimeoutError):
             return retry.Verdict(retry.Kind.TRANSIENT, "read timeout") if idempotent else retry.PERMANENT
         if isinstance(exc, http.client.HTTPException):
             status = str(exc).split(" ", 1)[0]
@@ -111,13 +110,15 @@ def to_cloud_error(exc: BaseException, *, what: str, endpoint: str, user: str, s
             return CloudError(scrub(f"{what}: TLS with the vCenter at {endpoint} failed ({exc.__cause__}); set "
                                     "connection_options.ca_cert to the CA of its certificate, or check ssl_verify",
                                     secrets))
-        bound = f" within connect_timeout ({connect_timeout:g}s)" if exc.timed_out else ""
-        return CloudError(scrub(f"{what}: the vCenter at {endpoint} could not be reached{bound}: {exc}", secrets),
+        if exc.timed_out:
+            return CloudError(f"{what}: the vCenter at {endpoint} did not complete a connection (TCP and TLS) within "
+                              f"connect_timeout ({connect_timeout:g}s)", ok_to_retry=True)
+        return CloudError(scrub(f"{what}: the vCenter at {endpoint} could not be reached: {exc.__cause__}", secrets),
                           ok_to_retry=True)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return CloudError(scrub(f"{what}: the vCenter at {endpoint} has a certificate that is not trusted "
                                 f"({exc.verify_message}); set connection_options.ca_cert", secrets))
-    if isinstance(exc, (TimeoutError, socket.timeout)):
+    if isinstance(exc, TimeoutError):
         return CloudError(f"{what}: the vCenter at {endpoint} did not answer within read_timeout "
                           f"({read_timeout:g}s)", ok_to_retry=True)
     if isinstance(exc, (http.client.HTTPException, OSError)):
