@@ -93,3 +93,26 @@ def test_a_network_lookup_costs_the_same_requests_with_hundreds_of_port_groups()
     finally:
         session.forget()
         server.stop()
+
+
+def test_a_resource_pool_is_found_by_path_or_by_name_below_the_cluster(properties, si):
+    root = si.content.searchIndex.FindByInventoryPath("DC0/host/DC0_C0/Resources")
+    spec = vim.ResourceConfigSpec(
+        cpuAllocation=vim.ResourceAllocationInfo(reservation=0, limit=-1, expandableReservation=True,
+                                                 shares=vim.SharesInfo(level="normal")),
+        memoryAllocation=vim.ResourceAllocationInfo(reservation=0, limit=-1, expandableReservation=True,
+                                                    shares=vim.SharesInfo(level="normal")))
+    parent = root.CreateResourcePool(name="cpi-test-parent", spec=spec)
+    child = parent.CreateResourcePool(name="cpi-test-child", spec=spec)
+    try:
+        current = session.get(properties)
+        by_path, requests = _counted(current, lambda: lookups.resource_pool(current, "DC0", "DC0_C0",
+                                                                            "cpi-test-parent/cpi-test-child"))
+        assert by_path == child and requests == 1
+        by_name, requests = _counted(current, lambda: lookups.resource_pool(current, "DC0", "DC0_C0",
+                                                                            "cpi-test-child"))
+        assert by_name == child and requests == 3  # the path, the root pool, the names below it
+        with pytest.raises(CloudError, match="resource pool 'cpi-test-nope' of cluster 'DC0_C0'"):
+            lookups.resource_pool(current, "DC0", "DC0_C0", "cpi-test-nope")
+    finally:
+        WaitForTask(parent.Destroy_Task())

@@ -63,14 +63,44 @@ def cluster(session: Session, datacenter_name: str, name: str) -> Any:
 
 
 def resource_pool(session: Session, datacenter_name: str, cluster_name: str, pool: str | None = None) -> Any:
-    """The resource pool `pool` of a cluster: a path below its root pool (`parent/child`);
-    None or empty: the root pool itself."""
+    """The resource pool `pool` of a cluster, as props.py defines it: a path below its root
+    pool (`parent/child`: one request), else a pool of that name anywhere below it (one more
+    request, reading the names of the cluster's pools only); None or empty: the root pool."""
     from pyVmomi import vim
 
     path = _join(datacenter_name, "host", cluster_name, "Resources", pool or "")
     what = (f"resource pool '{pool}' of cluster '{cluster_name}'" if pool else f"root resource pool of cluster "
             f"'{cluster_name}'") + f" in datacenter '{datacenter_name}'"
-    return _check(_find(session, path), vim.ResourcePool, what, path)
+    found = _find(session, path)
+    if found is None and pool and "/" not in pool.strip("/"):
+        root = _check(_find(session, _join(datacenter_name, "host", cluster_name, "Resources")), vim.ResourcePool,
+                      f"cluster '{cluster_name}' in datacenter '{datacenter_name}'",
+                      _join(datacenter_name, "host", cluster_name))
+        named = [obj for obj, name in _pools_below(session, root) if name == pool.strip("/")]
+        if len(named) > 1:
+            raise CloudError(f"{what}: {len(named)} pools below the cluster's root pool have that name; give its path "
+                             "(`parent/child`)")
+        found = named[0] if named else None
+    return _check(found, vim.ResourcePool, what, path)
+
+
+def _pools_below(session: Session, root: Any) -> list[tuple[Any, str]]:
+    """Every resource pool (and vApp) below `root`, with its name: one PropertyCollector
+    request walking `resourcePool` down from the root (pages followed, should there be many)."""
+    from pyVmomi import vim, vmodl
+
+    collector = vmodl.query.PropertyCollector
+    walk = collector.TraversalSpec(name="pools", type=vim.ResourcePool, path="resourcePool", skip=False,
+                                   selectSet=[collector.SelectionSpec(name="pools")])
+    spec = collector.FilterSpec(objectSet=[collector.ObjectSpec(obj=root, skip=True, selectSet=[walk])],
+                                propSet=[collector.PropertySpec(type=vim.ResourcePool, pathSet=["name"])])
+    pc = session.content.propertyCollector
+    result = pc.RetrievePropertiesEx(specSet=[spec], options=collector.RetrieveOptions())
+    found: list[tuple[Any, str]] = []
+    while result is not None:
+        found.extend((item.obj, item.propSet[0].val) for item in result.objects)
+        result = pc.ContinueRetrievePropertiesEx(token=result.token) if result.token else None
+    return found
 
 
 def datastore(session: Session, datacenter_name: str, name: str) -> Any:
