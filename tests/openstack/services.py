@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "tests" / "openstack" / "setup.sh"
@@ -40,8 +39,6 @@ REAL_CLOUD_ENV = "CPI_LIFECYCLE_OPENSTACK_CONFIG"
 SWITCH_ENV = "CPI_TEST_OPENSTACK"
 TIMEOUT_ENV = "CPI_OPENSTACK_SETUP_TIMEOUT"
 DEFAULT_TIMEOUT = 1500.0
-#: Say "still running" after this many quiet seconds (apt and dbsync can be silent for long).
-QUIET = 30.0
 
 
 @dataclass(frozen=True)
@@ -109,40 +106,16 @@ def _run(show: Callable[[str], None]) -> Outcome:
     from tests.support import suite
 
     env = suite.outside_env(OS_STATE_DIR=str(STATE_DIR), DEBIAN_FRONTEND="noninteractive")
-    proc = subprocess.Popen(["bash", str(SETUP)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    tail: deque[str] = deque(maxlen=15)
-    last = [time.monotonic()]
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for raw in iter(proc.stdout.readline, b""):
-            line = raw.decode(errors="replace").rstrip()
-            tail.append(line)
-            last[0] = time.monotonic()
-            say(line)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    deadline = started + limit
-    while proc.poll() is None:
-        now = time.monotonic()
-        if now > deadline:
-            _stop(proc)
-            reader.join(5)
-            reason = f"tests/openstack/setup.sh did not finish within {limit:.0f}s ({TIMEOUT_ENV})"
-            say(reason)
-            return Outcome(False, _with_tail(reason, tail), now - started)
-        if now - last[0] >= QUIET:
-            say(f"still running (last line {now - last[0]:.0f}s ago)")
-            last[0] = now
-        time.sleep(0.2)
-    reader.join(5)
-    seconds = time.monotonic() - started
-    if proc.returncode != 0:
-        reason = f"tests/openstack/setup.sh failed (exit {proc.returncode}) after {seconds:.0f}s"
+    done = progress.run(["bash", str(SETUP)], budget=limit, say=say, env=env)
+    if done.returncode is None:
+        reason = f"tests/openstack/setup.sh did not finish within {limit:.0f}s ({TIMEOUT_ENV})"
         say(reason)
-        return Outcome(False, _with_tail(reason, tail), seconds)
+        return Outcome(False, _with_tail(reason, done.tail), done.seconds)
+    seconds = done.seconds
+    if not done.ok:
+        reason = f"tests/openstack/setup.sh failed (exit {done.returncode}) after {seconds:.0f}s"
+        say(reason)
+        return Outcome(False, _with_tail(reason, done.tail), seconds)
     state = STATE_DIR / "cpi-openstack.json"
     if not state.exists():
         return Outcome(False, f"tests/openstack/setup.sh finished but wrote no {state}", seconds)
@@ -150,24 +123,7 @@ def _run(show: Callable[[str], None]) -> Outcome:
     return Outcome(True, "", seconds)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop setup.sh and what it runs in the foreground (apt, dbsync); the services it
-    started run in sessions of their own and stay, as after a normal run."""
-    import signal
-
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _with_tail(reason: str, tail: deque[str]) -> str:
+def _with_tail(reason: str, tail: tuple[str, ...]) -> str:
     return reason + ("; its last lines:\n" + "\n".join(tail) if tail else "")
 
 

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tests.openstack import services
+from tests.support import progress
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ def test_the_budget_is_its_own_and_stops_the_script(fake_setup, monkeypatch, tmp
 
 def test_quiet_spells_say_it_is_still_running(fake_setup, monkeypatch):
     fake_setup('sleep 0.8; echo "{}" > "$OS_STATE_DIR/cpi-openstack.json"\n')
-    monkeypatch.setattr(services, "QUIET", 0.3)
+    monkeypatch.setattr(progress, "QUIET", 0.3)
     outcome, lines = run()
     assert outcome.ok and any("still running" in line for _, line in lines)
 
