@@ -20,6 +20,7 @@ BUILTIN = {
     "local": "cpi.clouds.local:LocalCloud",
     "aws": "cpi.clouds.aws:AwsCloud",
     "openstack": "cpi.clouds.openstack:OpenStackCloud",
+    "vsphere": "cpi.clouds.vsphere:VsphereCloud",
 }
 
 #: What `info` reports for each built-in cloud (its class's `stemcell_formats`), here so
@@ -28,6 +29,7 @@ STEMCELL_FORMATS = {
     "local": ["dummy", "local-raw", "local-light"],
     "aws": ["aws-raw", "aws-light"],
     "openstack": ["openstack-raw", "openstack-qcow2", "openstack-light"],
+    "vsphere": ["vsphere-ovf", "vsphere-ova"],
 }
 
 

@@ -23,12 +23,16 @@ CONFIGS = {
             "agent": {"mbus": "nats://nats:nats-pw-77@10.0.0.6:4222"}, "debug": {"cpi": {"api_version": 2}}},
     "openstack": {"openstack": {"auth_url": "http://127.0.0.1:5000/v3", "username": "u", "api_key": "k&ey p@ss",
                                 "project": "p", "domain": "default"}},
+    "vsphere": {"vsphere": {"host": "vc.example", "user": "administrator@vsphere.local", "password": "Vc/pw+42%",
+                            "datacenters": [{"name": "dc", "clusters": ["c"], "datastore_pattern": "ds",
+                                             "persistent_datastore_pattern": "ds"}]}},
 }
 FORMATS = {"local": ["dummy", "local-raw", "local-light"], "aws": ["aws-raw", "aws-light"],
-           "openstack": ["openstack-raw", "openstack-qcow2", "openstack-light"]}
+           "openstack": ["openstack-raw", "openstack-qcow2", "openstack-light"],
+           "vsphere": ["vsphere-ovf", "vsphere-ova"]}
 #: Never on `info`'s path: each costs milliseconds of a budget of a few.
 HEAVY = {"pydantic", "logging", "re", "json", "typing", "urllib.parse", "importlib.metadata", "dataclasses",
-         "functools", "site", "boto3", "botocore", "openstack", "keystoneauth1"}
+         "functools", "site", "boto3", "botocore", "openstack", "keystoneauth1", "pyVmomi", "pycdlib"}
 
 
 

@@ -149,7 +149,8 @@ def test_extra_command_line_arguments_are_an_error(config):
     [
         ("{not json", "not valid JSON", True),
         ('["a"]', "must hold a JSON object", True),
-        ('{"cloud": {"plugin": "nimbus"}}', "unknown cloud plugin 'nimbus'; available: aws, local, openstack", True),
+        ('{"cloud": {"plugin": "nimbus"}}', "unknown cloud plugin 'nimbus'; available: aws, local, openstack, vsphere",
+         True),
         ('{"cloud": {"plugin": 5}}', "cloud.plugin: Input should be a valid string", True),
         ('{"cloud": {"properties": {"debug": {"cpi": {"api_version": "three"}}}}}',
          "cloud.properties.debug.cpi.api_version", True),
@@ -263,12 +264,15 @@ def test_bin_cpi_without_a_python_env_still_answers_json(tmp_path):
     assert doc["result"] is None and "no Python environment" in doc["error"]["message"]
 
 
-@pytest.mark.parametrize("plugin", ["local", "aws", "openstack"])
+@pytest.mark.parametrize("plugin", ["local", "aws", "openstack", "vsphere"])
 def test_info_imports_no_cloud_sdk(tmp_path, plugin):
-    """`info` runs before every call: it must not load boto3 or openstacksdk."""
+    """`info` runs before every call: it must not load boto3, openstacksdk or pyVmomi."""
     minimal = {"local": {}, "aws": {"region": "us-east-1", "credentials_source": "env_or_profile"},
                "openstack": {"auth_url": "http://127.0.0.1:5000/v3", "username": "u", "api_key": "k", "project": "p",
-                             "domain": "default"}}[plugin]
+                             "domain": "default"},
+               "vsphere": {"host": "vc", "user": "u", "password": "p",
+                           "datacenters": [{"name": "dc", "clusters": ["c"], "datastore_pattern": "ds",
+                                            "persistent_datastore_pattern": "ds"}]}}[plugin]
     path = tmp_path / "cpi.json"
     path.write_text(json.dumps({"cloud": {"plugin": plugin, "properties": {plugin: minimal}}}))
     python = ROOT / ".venv" / "bin" / "python"
@@ -284,7 +288,8 @@ def test_info_imports_no_cloud_sdk(tmp_path, plugin):
     assert doc["error"] is None, doc
     imported = {line.split("|")[-1].strip()
                 for line in proc.stderr.decode().splitlines() if line.startswith("import time:")}
-    heavy = {m for m in imported if m.split(".")[0] in ("boto3", "botocore", "openstack", "keystoneauth1")}
+    heavy = {m for m in imported if m.split(".")[0] in ("boto3", "botocore", "openstack", "keystoneauth1", "pyVmomi",
+                                                                  "pycdlib")}
     assert not heavy, f"info imported {sorted(heavy)}"
 
 

@@ -17,6 +17,7 @@ TARGETS = {
     "aws": "tests.aws.target",
     "aws-real": "tests.aws.real_target",
     "openstack": "tests.openstack.target",
+    "vsphere": "tests.vsphere.target",
 }
 
 

@@ -64,6 +64,8 @@ def upgrade_target(target, tmp_path):
 
 def test_previous_release_resources_are_managed_by_new_code(upgrade_target, previous_bin_cpi):
     target = upgrade_target
+    if not (previous_bin_cpi.parent.parent / "cpi" / "clouds" / target.name).is_dir():
+        pytest.skip(f"the previous release has no {target.name} cloud: nothing of it to upgrade")
     old = Cpi(target.config_path, env={**COLD_ENV, "CPI_PYTHON": str(ROOT / ".venv" / "bin" / "python")},
               bin_cpi=previous_bin_cpi)
     new = target.cpi

@@ -14,6 +14,11 @@ PATTERNS = [
     (rb"\b(vol|i|snap|ami|eni)-[0-9a-f]{8,17}\b", rb"\1-<id>"),
     (rb"agent\.log|/[^ \"]*/(cold|warm)/", b"<dir>/"),
     (rb"pid \d+", b"pid <n>"),
+    # the datastore a vSphere disk is drawn onto (the simulator's LocalDS_N): random by design,
+    # so that disks spread (cpi/clouds/vsphere/place.py)
+    (rb"\bLocalDS_\d+\b", b"<datastore>"),
+    # ... and so how many datastores a lookup of that disk asks before the one that holds it
+    (rb"\d+ vCenter requests", b"<n> vCenter requests"),
 ]
 
 

@@ -355,7 +355,10 @@ def server() -> Vcsim:
 
 
 def needs_vcsim(item) -> bool:
-    return "vcsim" in getattr(item, "fixturenames", ())
+    """A test that uses the simulator: by the `vcsim` fixture, or as the vsphere lifecycle target."""
+    callspec = getattr(item, "callspec", None)
+    return "vcsim" in getattr(item, "fixturenames", ()) or (
+        callspec is not None and callspec.params.get("target") == "vsphere")
 
 
 def pytest_collection_finish(session) -> None:

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.errors import CloudError, NetworkNotFound
 
+from . import collector
+
 if TYPE_CHECKING:
     from .session import Session
 
@@ -89,18 +91,11 @@ def _pools_below(session: Session, root: Any) -> list[tuple[Any, str]]:
     request walking `resourcePool` down from the root (pages followed, should there be many)."""
     from pyVmomi import vim, vmodl
 
-    collector = vmodl.query.PropertyCollector
-    walk = collector.TraversalSpec(name="pools", type=vim.ResourcePool, path="resourcePool", skip=False,
-                                   selectSet=[collector.SelectionSpec(name="pools")])
-    spec = collector.FilterSpec(objectSet=[collector.ObjectSpec(obj=root, skip=True, selectSet=[walk])],
-                                propSet=[collector.PropertySpec(type=vim.ResourcePool, pathSet=["name"])])
-    pc = session.content.propertyCollector
-    result = pc.RetrievePropertiesEx(specSet=[spec], options=collector.RetrieveOptions())
-    found: list[tuple[Any, str]] = []
-    while result is not None:
-        found.extend((item.obj, item.propSet[0].val) for item in result.objects)
-        result = pc.ContinueRetrievePropertiesEx(token=result.token) if result.token else None
-    return found
+    spec = vmodl.query.PropertyCollector
+    walk = spec.TraversalSpec(name="pools", type=vim.ResourcePool, path="resourcePool", skip=False,
+                              selectSet=[spec.SelectionSpec(name="pools")])
+    return [(obj, values["name"]) for obj, values in collector.retrieve(
+        session, [spec.ObjectSpec(obj=root, skip=True, selectSet=[walk])], vim.ResourcePool, ["name"])]
 
 
 def datastore(session: Session, datacenter_name: str, name: str) -> Any:

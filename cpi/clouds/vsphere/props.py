@@ -20,6 +20,7 @@ No pyvmomi here: `info` of the cloud will import this module.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -383,6 +384,9 @@ class VsphereProperties(_Strict):
     retry_budget_seconds: float = Field(
         300.0, gt=0, description="How long one request keeps being retried while the vCenter is unreachable or "
         "busy; the waits are logged.")
+    task_timeout: float = Field(
+        3600.0, gt=0, description="Seconds a vCenter task (a clone, an import, a disk copy or move) may run before "
+        "the call gives up on it, cancels it and fails with the task's progress; every task's wait is logged.")
 
     @classmethod
     def official_shape(cls, section: Any) -> Any:
@@ -419,6 +423,14 @@ class VsphereProperties(_Strict):
     @property
     def datacenter(self) -> Datacenter:
         return self.datacenters[0]
+
+    def lock_directory(self) -> Path:
+        """Where this CPI's processes take their locks on a VM, a stemcell's copy on a
+        datastore or a DRS rule: private to the CPI's user (cpi.private), never a fixed
+        name in a shared temp dir."""
+        from cpi import private
+
+        return private.private_dir(private.cache_dir("vsphere-locks", "HOME"), "the vsphere cloud's lock directory")
 
 
 #: What a request's context (a director's cpi-config) may override, as the official CPI

@@ -265,6 +265,17 @@ class Session:
         raise CloudError(f"the vCenter at {self.address} speaks none of the API versions this CPI's pyVmomi knows "
                          f"(it lists {', '.join(sorted(supported)) or 'none'})")
 
+    def open_connection(self, host: str | None = None, port: int | None = None) -> http.client.HTTPSConnection:
+        """A new connection to the vCenter (or to `host`:`port`, an ESXi host an NFC lease
+        names) with this session's TLS settings, timeouts and keepalive: for what is not
+        SOAP (datastore files, disk uploads)."""
+        return self._connection(host or self.host, port or self.port, context=self._context)
+
+    @property
+    def cookie(self) -> str:
+        """The session's cookie, for the vCenter's HTTP file service (never logged)."""
+        return self.stub.cookie
+
     def login(self) -> None:
         """Log in (again): the stub keeps the new session's cookie."""
         with self._lock:

@@ -1,0 +1,57 @@
+"""Reading properties of many vSphere objects in one request (the PropertyCollector), pages
+followed: what every listing of this cloud goes through, so none costs a request per object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .session import Session
+
+
+def retrieve(session: Session, object_specs: list[Any], kind: type, paths: list[str]
+             ) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """(object, {property path: value}) of each object of `kind` the object specs reach."""
+    from pyVmomi import vmodl
+
+    collector = vmodl.query.PropertyCollector
+    spec = collector.FilterSpec(objectSet=object_specs, propSet=[collector.PropertySpec(type=kind, pathSet=paths)])
+    pc = session.content.propertyCollector
+    result = pc.RetrievePropertiesEx(specSet=[spec], options=collector.RetrieveOptions())
+    while result is not None:
+        for item in result.objects:
+            yield item.obj, {p.name: p.val for p in item.propSet}
+        result = pc.ContinueRetrievePropertiesEx(token=result.token) if result.token else None
+
+
+def of(session: Session, objects: list[Any], kind: type, paths: list[str]) -> list[tuple[Any, dict[str, Any]]]:
+    """The properties `paths` of each of `objects` (all of `kind`)."""
+    from pyVmomi import vmodl
+
+    if not objects:
+        return []
+    return list(retrieve(session, [vmodl.query.PropertyCollector.ObjectSpec(obj=o) for o in objects], kind, paths))
+
+
+def children(session: Session, folder: Any, kind: type, paths: list[str]) -> list[tuple[Any, dict[str, Any]]]:
+    """The properties of each direct child of `folder` that is a `kind`."""
+    from pyVmomi import vim, vmodl
+
+    collector = vmodl.query.PropertyCollector
+    walk = collector.TraversalSpec(name="children", type=vim.Folder, path="childEntity", skip=False)
+    return list(retrieve(session, [collector.ObjectSpec(obj=folder, skip=True, selectSet=[walk])], kind, paths))
+
+
+def below(session: Session, root: Any, kind: type, paths: list[str]) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """The properties of each `kind` anywhere below `root` (a container view, destroyed after)."""
+    from pyVmomi import vmodl
+
+    view = session.content.viewManager.CreateContainerView(container=root, type=[kind], recursive=True)
+    try:
+        collector = vmodl.query.PropertyCollector
+        traverse = collector.TraversalSpec(name="view", type=type(view), path="view", skip=False)
+        yield from retrieve(session, [collector.ObjectSpec(obj=view, skip=True, selectSet=[traverse])], kind, paths)
+    finally:
+        view.DestroyView()

@@ -1,0 +1,184 @@
+"""Where things go in the one datacenter of cpi.json: its folders (made when missing), its
+clusters, and the datastores a disk may land on, chosen so that disks spread.
+
+Why weighted at random: the official CPI's users watch every ephemeral disk land on one
+datastore until it fills, because a thin disk does not lower the free space it picks by,
+so "the one with most free space" stays the same one for disk after disk. Here each fitting
+datastore is drawn with a weight equal to the space it would have left, so two equal
+datastores take about half the disks each, a fuller one fewer, and one that would be left
+with less than HEADROOM_MIB none at all.
+
+Reads come in one PropertyCollector request per question (the free space of every candidate
+datastore at once), whatever the number of datastores.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cpi.errors import CloudError
+
+from . import collector, lookups
+from .patterns import compile_pattern
+
+if TYPE_CHECKING:
+    from .props import ClusterProperties, VsphereProperties
+    from .session import Session
+
+log = logging.getLogger("cpi.clouds.vsphere")
+
+#: what a datastore must keep free after a disk is put on it (MiB), as the official CPI
+HEADROOM_MIB = 1024
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Datastore:
+    name: str
+    ref: Any
+    free_mib: int
+    capacity_mib: int
+    usable: bool  # accessible, and not entering or in maintenance mode
+
+
+def pick(candidates: list[Datastore], need_mib: int, rng: random.Random | None = None) -> Datastore | None:
+    """One of `candidates` with room for `need_mib` and HEADROOM_MIB to spare, drawn with a
+    weight of the space it would have left; None when none has room."""
+    fitting = [d for d in candidates if d.usable and d.free_mib - need_mib >= HEADROOM_MIB]
+    if not fitting:
+        return None
+    return (rng or random).choices(fitting, weights=[d.free_mib - need_mib for d in fitting])[0]
+
+
+def describe(candidates: list[Datastore]) -> str:
+    """The candidates as an error names them: each with its free space, and why it is out."""
+    if not candidates:
+        return "none"
+    return ", ".join(f"{d.name} ({d.free_mib} MiB free{'' if d.usable else ', not usable'})" for d in candidates)
+
+
+class Place:
+    """The datacenter of cpi.json as one call sees it: lookups cached for the call."""
+
+    def __init__(self, session: Session, properties: VsphereProperties, director_uuid: str | None):
+        self.session = session
+        self.properties = properties
+        self.config = properties.datacenter
+        self.director_uuid = director_uuid
+        self._datacenter: Any = None
+
+    @property
+    def datacenter(self) -> Any:
+        if self._datacenter is None:
+            self._datacenter = lookups.datacenter(self.session, self.config.name)
+        return self._datacenter
+
+    # ------------------------------------------------------------ folders
+
+    def _sub(self, path: str) -> str:
+        use_sub = self.config.use_sub_folder or any(s.resource_pool for s in self.config.cluster_settings.values())
+        if use_sub and self.director_uuid:
+            return f"{path.strip('/')}/{self.director_uuid}"
+        return path.strip("/")
+
+    def vm_folder_path(self) -> str:
+        return self._sub(self.config.vm_folder)
+
+    def template_folder_path(self) -> str:
+        return self._sub(self.config.template_folder)
+
+    def folder(self, path: str, create: bool = True) -> Any:
+        """The VM folder at `path` below the datacenter's VM folder; made (parents first)
+        when missing and `create`, a folder another process made meanwhile being taken."""
+        from pyVmomi import vim
+
+        found = self.session.content.searchIndex.FindByInventoryPath(
+            inventoryPath=f"{self.config.name}/vm/{path}")
+        if found is not None or not create:
+            if found is not None and not isinstance(found, vim.Folder):
+                raise CloudError(f"'{path}' below the VM folder of datacenter '{self.config.name}' is a "
+                                 f"{type(found).__name__.rsplit('.', 1)[-1]}, not a folder")
+            return found
+        parent_path, _, name = path.rpartition("/")
+        parent = self.folder(parent_path) if parent_path else self.datacenter.vmFolder
+        try:
+            made = parent.CreateFolder(name=name)
+            log.info("made the VM folder '%s' in datacenter '%s'", path, self.config.name)
+            return made
+        except vim.fault.DuplicateName:
+            return self.folder(path, create=False)
+
+    def vm_path(self, vm_cid: str) -> str:
+        return f"{self.config.name}/vm/{self.vm_folder_path()}/{vm_cid}"
+
+    def find_vm(self, vm_cid: str) -> Any:
+        """The VM `vm_cid` in the VM folder (or, with a director's subfolder, also in the
+        folder above it, where VMs made before `use_sub_folder` was set live): one or two
+        requests."""
+        from pyVmomi import vim
+
+        paths = [self.vm_path(vm_cid)]
+        plain = f"{self.config.name}/vm/{self.config.vm_folder.strip('/')}/{vm_cid}"
+        if plain not in paths:
+            paths.append(plain)
+        for path in paths:
+            found = self.session.content.searchIndex.FindByInventoryPath(inventoryPath=path)
+            if isinstance(found, vim.VirtualMachine):
+                return found
+        return None
+
+    # ------------------------------------------------------------ clusters
+
+    def clusters(self, chosen: list[dict[str, ClusterProperties]] | None) -> list[tuple[str, ClusterProperties]]:
+        """The clusters a VM may go in: a vm_type's (or AZ's) own, else cpi.json's."""
+        entries = chosen if chosen else self.config.clusters
+        found = [(name, settings) for entry in entries for name, settings in entry.items()]
+        if not found:
+            raise CloudError(f"no cluster to put the VM in: datacenter '{self.config.name}' names none in cpi.json and "
+                             "the vm_type (or AZ) names none in its datacenters")
+        return found
+
+    # ------------------------------------------------------------ datastores
+
+    def datastores(self, refs: list[Any]) -> list[Datastore]:
+        """Name, free space, capacity and usability of each datastore of `refs`: one request."""
+        from pyVmomi import vim
+
+        found = []
+        for ref, values in collector.of(self.session, refs, vim.Datastore, [
+                "name", "summary.freeSpace", "summary.capacity", "summary.accessible", "summary.maintenanceMode"]):
+            maintenance = values.get("summary.maintenanceMode") or "normal"
+            found.append(Datastore(
+                name=values["name"], ref=ref, free_mib=int(values.get("summary.freeSpace") or 0) // MIB,
+                capacity_mib=int(values.get("summary.capacity") or 0) // MIB,
+                usable=bool(values.get("summary.accessible", True)) and maintenance == "normal"))
+        return sorted(found, key=lambda d: d.name)
+
+    def delete_file(self, path: str) -> None:
+        """Delete a datastore file or directory (`[ds] path`); one that is not there is no error."""
+        from pyVmomi import vim
+
+        from . import tasks
+
+        try:
+            tasks.wait(self.session, self.session.content.fileManager.DeleteDatastoreFile_Task(
+                name=path, datacenter=self.datacenter), f"deleting {path}")
+        except vim.fault.FileNotFound:
+            log.info("%s was not there", path)
+
+    def matching(self, datastores: list[Datastore], pattern: str | None, names: list[str] | None = None
+                 ) -> list[Datastore]:
+        """Those of `datastores` a cloud_properties list names exactly, else those `pattern`
+        matches (anywhere in the name, as the official CPI's Ruby `=~`)."""
+        if names:
+            return [d for d in datastores if d.name in names]
+        if not pattern:
+            return []
+        regex = compile_pattern(pattern)
+        return [d for d in datastores if regex.search(d.name)]
+
+    def datacenter_datastores(self) -> list[Datastore]:
+        return self.datastores(list(self.datacenter.datastore))

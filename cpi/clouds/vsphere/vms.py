@@ -1,0 +1,328 @@
+"""VMs: create_vm, delete_vm, has_vm, reboot_vm, set_vm_metadata, get_disks,
+calculate_vm_cloud_properties.
+
+create_vm, as the official CPI: a cluster and resource pool from the vm_type (or AZ) or
+cpi.json, a datastore for the ephemeral disk among those the cluster reaches that match
+`datastore_pattern` (drawn so that disks spread, place.py), the stemcell's copy on that
+datastore (stemcells.py), one clone task that sets CPU, memory, NICs and the ephemeral
+disk, the agent's settings as `env.iso` on the CD-ROM and `guestinfo.userdata`, DRS rules
+when asked, and power on. The VM is `vm-<uuid>` in the VM folder. Whatever fails after the
+clone destroys the VM before the error (VMCreationFailed) leaves; a process killed meanwhile
+leaves a `vm-<uuid>` that has_vm, delete_vm and `cpi orphans` find.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import random
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from cpi import agent_env, locks
+from cpi.errors import BoshError, VMCreationFailed, VMNotFound
+from cpi.models import Network, VMResources
+from cpi.validation import parse
+
+from . import devices, drs, errors, lookups, metadata, tasks, transfer
+from .place import Place, describe, pick
+from .props import VMCloudProperties
+from .stemcells import StemcellMissing, Stemcells
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger("cpi.clouds.vsphere")
+
+#: what needs a vSphere feature this CPI does not drive yet: refused, naming the key, rather
+#: than a VM made without it
+#: extraConfig keys that say whose a VM is (invisible in the vSphere client, free to set in the clone)
+ORIGIN_KEYS = {"agent_id": "bosh.agent_id", "director_uuid": "bosh.director_uuid"}
+_NOT_YET = ("vgpus", "pci_passthroughs", "device_groups", "nsx", "nsxt", "storage_policy", "tags")
+
+
+class Vms:
+    def __init__(self, session: Session, place: Place, agent: Any, context: Any):
+        self.session = session
+        self.place = place
+        self.properties = place.properties
+        self.agent = agent
+        self.context = context
+
+    # ------------------------------------------------------------ lookups
+
+    def require(self, vm_cid: str) -> Any:
+        vm = self.place.find_vm(vm_cid)
+        if vm is None:
+            raise VMNotFound(f"VM '{vm_cid}' not found in the VM folder of datacenter '{self.place.config.name}'")
+        return vm
+
+    def exists(self, vm_cid: str) -> bool:
+        return self.place.find_vm(vm_cid) is not None
+
+    def lock(self, vm_cid: str):
+        """The lock every change of a VM's devices is made under (attach, detach, delete)."""
+        return locks.locked(self.properties.lock_directory(), f"vsphere-vm {vm_cid}",
+                            timeout=self.properties.task_timeout)
+
+    # ------------------------------------------------------------ create_vm
+
+    def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, nets: dict[str, Network],
+               env: dict) -> tuple[str, dict[str, Any]]:
+        from pyVmomi import vim
+
+        props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
+        for key in _NOT_YET:
+            if getattr(props, key):
+                raise VMCreationFailed(f"vm_type cloud_properties '{key}': this CPI does not drive it on vSphere yet; "
+                                       "keep the official CPI for these VMs (docs/vsphere.md)", ok_to_retry=False)
+        for name, net in nets.items():
+            if net.type == "vip":
+                raise VMCreationFailed(f"network '{name}' is a vip network: vSphere has none (as in the official "
+                                       "CPI); use a manual network", ok_to_retry=False)
+            if not net.cloud_properties.get("name"):
+                raise VMCreationFailed(f"network '{name}': its cloud_properties need `name`, the vSphere network to "
+                                       "put the NIC on", ok_to_retry=False)
+        vm_cid = f"vm-{uuid.uuid4()}"
+        placements = self.place.clusters(props.datacenters[0].clusters if props.datacenters else None)
+        cluster_name, cluster_settings, pool, datastore = self._placement(placements, props)
+        template = self._template(stemcell_cid, datastore)
+        backings = [devices.nic_backing(self.session, lookups.network(self.session, self.place.config.name,
+                                                                      net.cloud_properties["name"]))
+                    for net in nets.values()]
+        folder = self.place.folder(self.place.vm_folder_path())
+        template_devices = list(template.ref.config.hardware.device)
+        spec = self._clone_spec(props, pool, datastore, template, template_devices, backings, vm_cid)
+        # whose it is, from the clone on: a VM left by a create_vm killed half-way is attributed
+        spec.config.extraConfig += [vim.option.OptionValue(key=key, value=value) for key, value in self._origin(
+            agent_id).items()]
+        log.info("create_vm: cloning %s from %s in cluster %s onto datastore %s (%s)", vm_cid, template.name,
+                 cluster_name, datastore.name, "linked clone" if spec.snapshot is not None else "full clone")
+        vm = tasks.wait(self.session, template.ref.CloneVM_Task(folder=folder, name=vm_cid, spec=spec),
+                        f"clone of {vm_cid}")
+        try:
+            networks_out = self._finish(vm, vm_cid, agent_id, props, nets, env, datastore, cluster_settings,
+                                        pool.owner)
+        except BaseException as exc:
+            self._discard(vm, vm_cid)
+            if isinstance(exc, BoshError) and not isinstance(exc, VMCreationFailed):
+                raise VMCreationFailed(exc.message, ok_to_retry=exc.ok_to_retry) from None
+            raise
+        return vm_cid, networks_out
+
+    def _origin(self, agent_id: str) -> dict[str, str]:
+        """The VM's `bosh.*` extraConfig keys: its agent and director (`cpi list`, `cpi orphans`)."""
+        origin = {ORIGIN_KEYS["agent_id"]: agent_id}
+        if self.context.director_uuid:
+            origin[ORIGIN_KEYS["director_uuid"]] = self.context.director_uuid
+        return origin
+
+    def _placement(self, placements: list, props: VMCloudProperties):
+        """(cluster name, its settings, resource pool, datastore): the clusters in a random
+        order, the first whose datastores matching the pattern have room."""
+        need = props.disk + (0 if self._reserve_all_memory(props) else props.ram)
+        tried = []
+        for cluster_name, settings in random.sample(placements, len(placements)):
+            pool = lookups.resource_pool(self.session, self.place.config.name, cluster_name, settings.resource_pool)
+            candidates = self.place.matching(self.place.datastores(list(pool.owner.datastore)),
+                                             self.place.config.datastore_pattern, _names(props.datastores))
+            chosen = pick(candidates, need)
+            if chosen is not None:
+                return cluster_name, settings, pool, chosen
+            tried.append(f"cluster '{cluster_name}': {describe(candidates)}")
+        raise VMCreationFailed(f"no datastore for the VM's {need} MiB (ephemeral disk and memory) with "
+                               f"{1024} MiB to spare matches "
+                               f"{'the vm_type datastores' if props.datastores else 'datastore_pattern'}: "
+                               + "; ".join(tried), ok_to_retry=False)
+
+    def _template(self, stemcell_cid: str, datastore: Any):
+        try:
+            return Stemcells(self.session, self.place).source_on(stemcell_cid, datastore.ref, datastore.name)
+        except StemcellMissing as exc:
+            raise VMCreationFailed(exc.message, ok_to_retry=False) from None
+
+    def _reserve_all_memory(self, props: VMCloudProperties) -> bool:
+        if props.memory_reservation_locked_to_max is not None:
+            return props.memory_reservation_locked_to_max
+        return self.properties.memory_reservation_locked_to_max
+
+    def _clone_spec(self, props: VMCloudProperties, pool: Any, datastore: Any, template: Any,
+                    template_devices: list[Any], backings: list[Any], vm_cid: str) -> Any:
+        from pyVmomi import vim
+
+        changes = [devices.remove(nic) for nic in devices.nics(template_devices)]
+        changes += [devices.add(devices.nic(backing, key=-100 - i)) for i, backing in enumerate(backings)]
+        controller = devices.scsi_controller(template_devices)
+        if controller is None:
+            raise VMCreationFailed(f"stemcell {template.name} has no SCSI controller for the ephemeral disk",
+                                   ok_to_retry=False)
+        thin = self.properties.default_disk_type == "thin"
+        ephemeral = devices.new_disk(controller, devices.free_unit(template_devices, controller),
+                                     f"[{datastore.name}] {vm_cid}/{devices.EPHEMERAL_FILE}", props.disk, thin)
+        changes.append(devices.add(ephemeral, create_file=True))
+        linked = not props.root_disk_size_gb
+        if props.root_disk_size_gb:
+            system = devices.system(template_devices, self.place.config.disk_path)
+            if system is not None:
+                grown = system
+                grown.capacityInKB = props.root_disk_size_gb * 1024 * 1024
+                changes.append(devices.edit(grown))
+        extra = self._extra(props)
+        config = vim.vm.ConfigSpec(
+            numCPUs=props.cpu, memoryMB=props.ram, deviceChange=changes,
+            cpuHotAddEnabled=props.cpu_hot_add_enabled, memoryHotAddEnabled=props.memory_hot_add_enabled,
+            nestedHVEnabled=props.nested_hardware_virtualization or None,
+            extraConfig=[vim.option.OptionValue(key=k, value=v) for k, v in extra.items()])
+        if self._reserve_all_memory(props):
+            config.memoryReservationLockedToMax = True
+        location = vim.vm.RelocateSpec(datastore=datastore.ref, pool=pool)
+        if linked:
+            location.diskMoveType = "createNewChildDiskBacking"
+        return vim.vm.CloneSpec(location=location, powerOn=False, template=False, config=config,
+                                snapshot=template.snapshot if linked else None)
+
+    def _finish(self, vm: Any, vm_cid: str, agent_id: str, props: VMCloudProperties, nets: dict[str, Network],
+                env: dict, datastore: Any, cluster_settings: Any, cluster: Any) -> dict[str, Any]:
+        """The clone's agent settings, DRS rules and power: what follows the clone."""
+        made = list(vm.config.hardware.device)
+        cards = devices.nics(made)
+        out = {}
+        for (name, net), card in zip(nets.items(), cards, strict=True):
+            wired = net.wire()
+            wired["mac"] = card.macAddress
+            out[name] = wired
+        uuid_disks = str(self._extra(props).get("disk.enableUUID", "")).upper() in ("TRUE", "1")
+        system = devices.system(made, self.place.config.disk_path)
+        ephemeral = devices.ephemeral(made)
+        settings = agent_env.settings(
+            agent_id=agent_id, vm_name=vm_cid, agent=self.agent,
+            networks={name: Network.model_validate(wired) for name, wired in out.items()}, env=env,
+            system_disk=str(system.unitNumber) if system is not None else "0",
+            ephemeral_disk=({"id": ephemeral.backing.uuid.lower()} if uuid_disks and ephemeral.backing.uuid
+                            else str(ephemeral.unitNumber)))
+        settings["vm"]["id"] = vm._moId
+        document = json.dumps(settings).encode()
+        self._write_env(vm, vm_cid, datastore, document, made)
+        rules = (cluster_settings.drs_rules if hasattr(cluster_settings, "drs_rules") else None) or []
+        for rule in rules:
+            drs.add_to_anti_affinity_rule(self.session, self.properties, cluster, rule.name, vm)
+        if not rules and self.properties.enable_auto_anti_affinity_drs_rules:
+            group = ((env or {}).get("bosh") or {}).get("group")
+            if group:
+                drs.add_to_anti_affinity_rule(self.session, self.properties, cluster, group, vm)
+        if props.disable_drs:
+            drs.disable_drs(self.session, self.properties, cluster, vm)
+        if self.properties.upgrade_hw_version if props.upgrade_hw_version is None else props.upgrade_hw_version:
+            tasks.wait(self.session, vm.UpgradeVM_Task(), f"hardware upgrade of {vm_cid}")
+        tasks.wait(self.session, vm.PowerOnVM_Task(), f"power on of {vm_cid}")
+        return out
+
+    def _extra(self, props: VMCloudProperties) -> dict[str, Any]:
+        return {**self.properties.vmx_options, **(props.vmx_options or {})}
+
+    def _write_env(self, vm: Any, vm_cid: str, datastore: Any, document: bytes, made: list[Any]) -> None:
+        """The settings as `env.iso` (and `env.json`, for whoever debugs) in the VM's
+        directory, on its CD-ROM, and as `guestinfo.userdata`: one upload each, one
+        reconfiguration."""
+        from pyVmomi import vim
+
+        from .iso import env_iso
+
+        dc = self.place.config.name
+        for name, body in (("env.json", document), ("env.iso", env_iso(document))):
+            transfer.request(self.session, "PUT", transfer.datastore_path(dc, datastore.name, f"{vm_cid}/{name}"),
+                             body=body)
+        iso = f"[{datastore.name}] {vm_cid}/env.iso"
+        cdrom = devices.cdrom(made)
+        change = (devices.edit(devices.iso_cdrom(cdrom, iso, datastore.ref)) if cdrom is not None
+                  else devices.add(devices.new_cdrom(made, iso, datastore.ref)))
+        userdata = [vim.option.OptionValue(key="guestinfo.userdata", value=base64.b64encode(document).decode()),
+                    vim.option.OptionValue(key="guestinfo.userdata.encoding", value="base64")]
+        tasks.wait(self.session, vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[change],
+                                                                           extraConfig=userdata)),
+                   f"agent settings of {vm_cid}")
+
+    def _discard(self, vm: Any, vm_cid: str) -> None:
+        """Destroy a VM create_vm could not finish (logged; a failure to is logged too, and
+        the VM is then left for delete_vm to find by its name)."""
+        try:
+            self._destroy(vm, vm_cid)
+        except Exception as exc:  # noqa: BLE001 - the creation's own failure is what the call reports
+            log.error("create_vm: the unfinished VM %s could not be deleted (%s); delete_vm %s removes it",
+                      vm_cid, errors.describe(exc), vm_cid)
+
+    # ------------------------------------------------------------ delete_vm
+
+    def delete(self, vm_cid: str) -> None:
+        vm = self.place.find_vm(vm_cid)
+        if vm is None:
+            log.info("delete_vm: %s is not there (deleted before?)", vm_cid)
+            return
+        with self.lock(vm_cid):
+            self._destroy(vm, vm_cid)
+
+    def _destroy(self, vm: Any, vm_cid: str) -> None:
+        """Power off, detach the persistent disks (vSphere deletes every attached disk's
+        files with the VM), destroy, and remove the VM's directory (the env ISO)."""
+        from pyVmomi import vim
+
+        try:
+            if str(vm.runtime.powerState) == "poweredOn":
+                try:
+                    tasks.wait(self.session, vm.PowerOffVM_Task(), f"power off of {vm_cid}")
+                except vim.fault.InvalidPowerState:
+                    pass  # powered off meanwhile: what was wanted
+            present = list(vm.config.hardware.device)
+            keep = devices.persistent(present, self.place.config.disk_path)
+            directory = _directory(present)
+            if keep:
+                log.info("delete_vm: detaching %s from %s first, so that they outlive it", ", ".join(sorted(keep)),
+                         vm_cid)
+                tasks.wait(self.session, vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(
+                    deviceChange=[devices.remove(d) for d in keep.values()])), f"detaching disks of {vm_cid}")
+            tasks.wait(self.session, vm.Destroy_Task(), f"deleting {vm_cid}")
+        except vmodl_not_found() as exc:
+            log.info("delete_vm: %s went away meanwhile (%s)", vm_cid, errors.describe(exc))
+            return
+        if directory:
+            self.place.delete_file(directory)
+        log.info("deleted VM %s", vm_cid)
+
+    # ------------------------------------------------------------ the rest
+
+    def reboot(self, vm_cid: str) -> None:
+        vm = self.require(vm_cid)
+        tasks.wait(self.session, vm.ResetVM_Task(), f"reset of {vm_cid}")
+
+    def set_metadata(self, vm_cid: str, values: dict[str, str]) -> None:
+        metadata.set_values(self.session, self.require(vm_cid), values)
+
+    def disks(self, vm_cid: str) -> list[str]:
+        present = list(self.require(vm_cid).config.hardware.device)
+        return sorted(devices.persistent(present, self.place.config.disk_path))
+
+    @staticmethod
+    def calculate_cloud_properties(resources: VMResources) -> dict[str, Any]:
+        """The vm_type keys for these resources: vSphere sizes a VM exactly as asked."""
+        return {"cpu": resources.cpu, "ram": resources.ram, "disk": max(resources.ephemeral_disk_size, 1)}
+
+
+def _names(storage: list | None) -> list[str] | None:
+    """The exact datastore names of a `datastores` list (its datastore clusters entry aside)."""
+    if not storage:
+        return None
+    return [entry for entry in storage if isinstance(entry, str)] or None
+
+
+def _directory(present: list[Any]) -> str | None:
+    """The VM's directory on its datastore (`[ds] vm-x`), from its env ISO's path."""
+    cdrom = devices.cdrom(present)
+    name = getattr(getattr(cdrom, "backing", None), "fileName", "") or ""
+    return name.rsplit("/", 1)[0] if name.endswith("/env.iso") else None
+
+
+def vmodl_not_found() -> type[BaseException]:
+    from pyVmomi import vmodl
+
+    return vmodl.fault.ManagedObjectNotFound
