@@ -17,7 +17,12 @@ accepts any credentials; the loopback OpenStack services are never busy):
 
 A request is known by its action: for `flavor="aws"` the query API's `Action` (or the EBS
 direct operation its method and path name, e.g. `PutSnapshotBlock`); for
-`flavor="openstack"` `"METHOD /path"`. Patterns are searched in the action.
+`flavor="openstack"` `"METHOD /path"`; for `flavor="vsphere"` the SOAP method
+(`CloneVM_Task`) or `"METHOD /path"` for the file service. Patterns are searched in the action.
+
+`flavor="vsphere"` serves HTTPS (a certificate made for the run) in front of the simulator's
+HTTPS, a vCenter's busy answer is a 503 from its reverse proxy, and the fault kind `session`
+answers a SOAP NotAuthenticated fault, as a vCenter does to a request of a session it dropped.
 
     with FaultProxy("http://127.0.0.1:5001", flavor="aws", fault_rate=0.3, rate_limit=20) as proxy:
         ... point the CPI's endpoint at proxy.url ...
@@ -32,11 +37,13 @@ direct operation its method and path name, e.g. `PutSnapshotBlock`); for
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
 import random
 import re
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -77,6 +84,50 @@ class Rule:
     body: dict | None = None  # a JSON body instead of the usual error document
 
 
+_SOAP_METHOD = re.compile(rb"<(?:\w+:)?Body[^>]*>\s*<(?:\w+:)?(\w+)")
+NOT_AUTHENTICATED = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<soapenv:Envelope xmlns:soapenc="http://schemas.xmlsoap.org/soap/encoding/"'
+    b' xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsd="http://www.w3.org/2001/XMLSchema"'
+    b' xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><soapenv:Fault>'
+    b"<faultcode>ServerFaultCode</faultcode><faultstring>The session is not authenticated (fault proxy).</faultstring>"
+    b'<detail><NotAuthenticatedFault xmlns="urn:vim25" xsi:type="NotAuthenticated">'
+    b'<object type="Folder">group-d1</object><privilegeId>System.View</privilegeId></NotAuthenticatedFault>'
+    b"</detail></soapenv:Fault></soapenv:Body></soapenv:Envelope>")
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """A server context with a self-signed certificate for 127.0.0.1, made once per run."""
+    import datetime
+    import ipaddress
+    import tempfile
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fault proxy")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    with tempfile.TemporaryDirectory() as directory:
+        cert_path, key_path = f"{directory}/cert.pem", f"{directory}/key.pem"
+        with open(cert_path, "wb") as out:
+            out.write(cert.public_bytes(serialization.Encoding.PEM))
+        with open(key_path, "wb") as out:
+            out.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                        serialization.NoEncryption()))
+        context.load_cert_chain(cert_path, key_path)
+    return context
+
+
 class Seen(NamedTuple):
     """One request and the status it was answered with (None: the connection was dropped)."""
 
@@ -92,7 +143,7 @@ class FaultProxy:
     def __init__(self, upstream: str, *, flavor: str = "aws", fault_rate: float = 0.0,
                  kinds: tuple[str, ...] = ("throttle", "unavailable", "drop"), rate_limit: float | None = None,
                  burst: float | None = None, retry_after: float = 1.0, seed: int | None = None):
-        assert flavor in ("aws", "openstack")
+        assert flavor in ("aws", "openstack", "vsphere")
         self.upstream = urllib.parse.urlsplit(upstream)
         self.flavor = flavor
         self.fault_rate = fault_rate
@@ -168,6 +219,8 @@ class FaultProxy:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.flavor == "vsphere":
+            self._server.socket = _tls_context().wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
@@ -179,7 +232,10 @@ class FaultProxy:
     # -- the decision for one request
     def _action(self, method: str, target: str, body: bytes) -> str:
         path = urllib.parse.urlsplit(target).path
-        if self.flavor == "openstack":
+        if self.flavor == "vsphere" and method == "POST" and path == "/sdk":
+            found = _SOAP_METHOD.search(body)
+            return found.group(1).decode() if found else "POST /sdk"
+        if self.flavor in ("openstack", "vsphere"):
             return f"{method} {path}"
         for rest_method, rest_path, name in EBS_DIRECT_ACTIONS:
             if method == rest_method and rest_path.match(path):
@@ -222,6 +278,8 @@ class FaultProxy:
         choice = self._choose(handler.command, action)
         rule = choice if isinstance(choice, Rule) else None
         kind = rule.kind if rule else choice
+        if kind == "session" and (" " in action or action in ("Login", "Logout", "RetrieveServiceContent")):
+            kind = None  # a session fault is a SOAP method's, and no answer to logging in
         reason = None
         if kind in (None, "lost"):
             status, reason, headers, payload = self._forward_once(handler, body, action)
@@ -265,6 +323,8 @@ class FaultProxy:
     def _fault_response(self, kind: str, rule: Rule | None, action: str) -> tuple[int, dict, bytes]:
         if self.flavor == "aws":
             status, headers, payload = self._aws_error(kind, rule, action)
+        elif self.flavor == "vsphere":
+            status, headers, payload = self._vsphere_error(kind, rule)
         else:
             status, headers, payload = self._openstack_error(kind, rule)
         if rule and rule.body is not None:
@@ -290,6 +350,13 @@ class FaultProxy:
             return status, {"Content-Type": "application/json", "x-amzn-ErrorType": code}, \
                 json.dumps({"message": message}).encode()
         return status, {"Content-Type": "text/xml;charset=UTF-8"}, AWS_ERROR.format(code=code, message=message).encode()
+
+    def _vsphere_error(self, kind: str, rule: Rule | None) -> tuple[int, dict, bytes]:
+        if kind == "session":
+            return 500, {"Content-Type": "text/xml; charset=utf-8"}, NOT_AUTHENTICATED
+        status = (rule.status if rule else None) or 503
+        return status, {"Content-Type": "text/plain", "Retry-After": f"{self.retry_after:g}"}, \
+            b"503 Service Unavailable (fault proxy)"
 
     def _openstack_error(self, kind: str, rule: Rule | None) -> tuple[int, dict, bytes]:
         explicit = rule.status if rule else None
@@ -334,7 +401,11 @@ class FaultProxy:
         headers["Host"] = f"{host}:{port}"
         if body or handler.command in ("POST", "PUT", "PATCH"):
             headers["Content-Length"] = str(len(body))
-        conn = http.client.HTTPConnection(host, port, timeout=300)
+        if self.upstream.scheme == "https":  # the simulator's own certificate: nothing to verify here
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                host, port, timeout=300, context=ssl._create_unverified_context())
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=300)
         try:
             conn.request(handler.command, handler.path, body=body or None, headers=headers)
             response = conn.getresponse()

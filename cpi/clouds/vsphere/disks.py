@@ -96,8 +96,6 @@ class Disks:
 
     def find(self, raw: str, sub: str = "") -> Found | None:
         """The disk `raw` names, on whichever datastore of the datacenter holds it."""
-        from pyVmomi import vim
-
         cid = DiskCid.parse(raw)
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", cid.value):
             return None  # not a name this CPI (or the official one) gives a disk
@@ -105,15 +103,20 @@ class Disks:
         pattern = cid.target_pattern or self.place.config.persistent_datastore_pattern
         preferred = self.place.matching(everything, pattern)
         order = preferred + [d for d in everything if d not in preferred]
-        manager = self.session.content.virtualDiskManager
         for datastore in order:
             path = self._path(datastore.name, cid.value, sub)
-            try:
-                manager.QueryVirtualDiskUuid(name=path, datacenter=self.place.datacenter)
-            except (vim.fault.FileNotFound, vim.fault.CannotAccessFile, vim.fault.InvalidDatastore):
-                continue
-            return Found(datastore, path)
+            if self._exists(path):
+                return Found(datastore, path)
         return None
+
+    def _exists(self, path: str) -> bool:
+        from pyVmomi import vim
+
+        try:
+            self.session.content.virtualDiskManager.QueryVirtualDiskUuid(name=path, datacenter=self.place.datacenter)
+            return True
+        except (vim.fault.FileNotFound, vim.fault.CannotAccessFile, vim.fault.InvalidDatastore):
+            return False
 
     def require(self, raw: str) -> Found:
         found = self.find(raw)
@@ -172,8 +175,10 @@ class Disks:
         disk_type = props.type or self.properties.default_disk_type
         spec = vim.VirtualDiskManager.FileBackedVirtualDiskSpec(diskType=disk_type, adapterType="lsiLogic",
                                                                 capacityKb=size_mib * 1024)
-        tasks.wait(self.session, self.session.content.virtualDiskManager.CreateVirtualDisk_Task(
-            name=path, datacenter=self.place.datacenter, spec=spec), f"creating {path}")
+        manager = self.session.content.virtualDiskManager
+        tasks.run(self.session, lambda: manager.CreateVirtualDisk_Task(name=path, datacenter=self.place.datacenter,
+                                                                       spec=spec),
+                  f"creating {path}", done=lambda: True if self._exists(path) else None)
         log.info("create_disk: %s (%d MiB, %s) on datastore %s", value, size_mib, disk_type, datastore.name)
         self._write_metadata(Found(datastore, path), {})
         return DiskCid.encode(value, pattern) if names and pattern else value
@@ -222,8 +227,10 @@ class Disks:
                     raise CloudError(f"attach_disk: VM '{vm_cid}' has no SCSI controller")
                 unit = devices.free_unit(present, controller)
                 disk = devices.existing_disk(controller, unit, found.path)
-                tasks.wait(self.session, vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[devices.add(disk)])),
-                           f"attaching {cid.value} to {vm_cid}")
+                spec = vim.vm.ConfigSpec(deviceChange=[devices.add(disk)])
+                tasks.run(self.session, lambda: vm.ReconfigVM_Task(spec=spec), f"attaching {cid.value} to {vm_cid}",
+                          done=lambda: devices.persistent(list(vm.config.hardware.device), self.disk_path)
+                          .get(cid.value))
                 log.info("attach_disk: %s is unit %d of %s's SCSI controller", cid.value, unit, vm_cid)
                 present = list(vm.config.hardware.device)
                 attached = devices.persistent(present, self.disk_path)[cid.value]
@@ -263,9 +270,15 @@ class Disks:
         """Copy a vmdk; a failed copy's partial destination is deleted before the error leaves."""
         manager = self.session.content.virtualDiskManager
         dc = self.place.datacenter
+        def start() -> Any:
+            return manager.CopyVirtualDisk_Task(sourceName=source, sourceDatacenter=dc, destName=destination,
+                                                destDatacenter=dc)
+
+        def again() -> None:  # a copy whose answer was lost: whatever it made goes, and it starts again
+            self._delete_vmdk(destination)
+
         try:
-            tasks.wait(self.session, manager.CopyVirtualDisk_Task(sourceName=source, sourceDatacenter=dc,
-                                                                  destName=destination, destDatacenter=dc), what)
+            tasks.run(self.session, start, what, done=again)
         except BaseException:
             try:
                 self._delete_vmdk(destination)
@@ -287,7 +300,9 @@ class Disks:
                     return
                 raise DiskNotAttached(f"disk '{raw}' is not attached to VM '{vm_cid}'", ok_to_retry=False)
             spec = vim.vm.ConfigSpec(deviceChange=[devices.remove(attached)])
-            tasks.wait(self.session, vm.ReconfigVM_Task(spec=spec), f"detaching {cid.value} from {vm_cid}")
+            tasks.run(self.session, lambda: vm.ReconfigVM_Task(spec=spec), f"detaching {cid.value} from {vm_cid}",
+                      done=lambda: None if cid.value in devices.persistent(list(vm.config.hardware.device),
+                                                                           self.disk_path) else True)
 
     # ------------------------------------------------------------ resize, metadata, snapshots
 
@@ -299,9 +314,10 @@ class Disks:
         if new_mib == current:
             log.info("resize_disk: %s is %d MiB already", raw, current)
             return
-        tasks.wait(self.session, self.session.content.virtualDiskManager.ExtendVirtualDisk_Task(
+        manager = self.session.content.virtualDiskManager
+        tasks.run(self.session, lambda: manager.ExtendVirtualDisk_Task(
             name=found.path, datacenter=self.place.datacenter, newCapacityKb=new_mib * 1024, eagerZero=False),
-            f"growing {found.path} to {new_mib} MiB")
+            f"growing {found.path} to {new_mib} MiB", done=lambda: True if self.size_mib(found) >= new_mib else None)
 
     def update(self, raw: str, new_mib: int, cloud_properties: dict) -> None:
         """update_disk: grown in place; a change of provisioning is not something vSphere

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("cpi.clouds.vsphere")
 
 
-def _reconfigure(session: Session, cluster: Any, spec: Any, what: str) -> None:
-    tasks.wait(session, cluster.ReconfigureComputeResource_Task(spec=spec, modify=True), what)
+def _reconfigure(session: Session, cluster: Any, spec: Any, what: str, done: Any) -> None:
+    tasks.run(session, lambda: cluster.ReconfigureComputeResource_Task(spec=spec, modify=True), what, done=done)
 
 
 def add_to_anti_affinity_rule(session: Session, properties: VsphereProperties, cluster: Any, name: str,
@@ -47,7 +47,11 @@ def add_to_anti_affinity_rule(session: Session, properties: VsphereProperties, c
             rule.vm = [*(rule.vm or []), vm]
             operation = vim.option.ArrayUpdateSpec.Operation.edit
         spec = vim.cluster.ConfigSpecEx(rulesSpec=[vim.cluster.RuleSpec(operation=operation, info=rule)])
-        _reconfigure(session, cluster, spec, f"DRS rule '{name}'")
+        def done() -> Any:
+            rule_now = next((r for r in cluster.configurationEx.rule or [] if r.name == name), None)
+            return True if rule_now is not None and vm in (rule_now.vm or []) else None
+
+        _reconfigure(session, cluster, spec, f"DRS rule '{name}'", done)
         log.info("DRS: VM %s is in anti-affinity rule '%s' of cluster %s (%d VMs)", vm._moId, name, cluster._moId,
                  len(rule.vm))
 
@@ -60,4 +64,7 @@ def disable_drs(session: Session, properties: VsphereProperties, cluster: Any, v
         info = vim.cluster.DrsVmConfigInfo(key=vm, enabled=False)
         spec = vim.cluster.ConfigSpecEx(drsVmConfigSpec=[vim.cluster.DrsVmConfigSpec(
             operation=vim.option.ArrayUpdateSpec.Operation.add, info=info)])
-        _reconfigure(session, cluster, spec, f"DRS off for {vm._moId}")
+        def done() -> Any:
+            return True if any(c.key == vm for c in cluster.configurationEx.drsVmConfig or []) else None
+
+        _reconfigure(session, cluster, spec, f"DRS off for {vm._moId}", done)

@@ -34,6 +34,15 @@ class ConnectFailed(OSError):
         super().__init__(f"cannot connect to {endpoint} ({what})")
 
 
+class Unsure(CloudError):
+    """A request that changes something failed on the wire after it was sent (its answer
+    lost, a read timeout): the vCenter may have carried it out. Not retried blindly; the
+    caller looks whether it happened (cpi/clouds/vsphere/tasks.py `run`)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, ok_to_retry=True)
+
+
 #: vCenter faults that say the vCenter did not carry the request out and may later.
 _TRANSIENT_FAULTS = ("HostCommunication", "HostNotConnected", "HostNotReachable", "RequestCanceled")
 

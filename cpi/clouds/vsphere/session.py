@@ -12,8 +12,9 @@ Every SOAP request (a method, or a property read, which pyVmomi sends as one) go
 `_Stub.InvokeMethod`: counted, retried by cpi.retry within `retry_budget_seconds` when the
 failure is transient and the request is safe to repeat (errors.classifier), and, when the
 vCenter says the session is gone (NotAuthenticated: it expired, was terminated, or the
-vCenter restarted), logged in again once and sent again. What still fails on the wire leaves
-as a CloudError naming the vCenter, the user and the bounding setting, never the password.
+vCenter restarted), logged in again (at most RELOGINS times) and sent again. What still
+fails on the wire leaves as a CloudError naming the vCenter, the user and the bounding
+setting, never the password.
 
 Sessions are kept per process in a module-level cache keyed by (host, port, user): a warm
 process's next call reuses the login. An entry is reused only with the same password (kept
@@ -55,15 +56,24 @@ SDK_PATH = "/sdk"
 KEEPALIVE_IDLE = 30
 KEEPALIVE_INTERVAL = 10
 KEEPALIVE_COUNT = 3
+#: how many times one request logs in again when the vCenter says the session is gone, before
+#: it fails: a vCenter that drops every new session (a session limit reached) is not asked for ever
+RELOGINS = 3
 #: pooled idle connections older than this are closed rather than reused (vCenter's reverse
 #: proxy drops idle connections after a few minutes; a stale one costs a failed attempt)
 POOL_IDLE_SECONDS = 120
 
 #: methods that change nothing, or whose repetition is harmless: retried after a read timeout
 #: or a dropped connection, when the vCenter may have carried out the first attempt
-_SAFE_PREFIXES = ("Retrieve", "Find", "Fetch", "Query", "Current", "Browse", "Wait", "Check", "Validate")
+_SAFE_PREFIXES = ("Retrieve", "Find", "Fetch", "Query", "Current", "Browse", "Wait", "Check", "Validate", "Search")
 _SAFE_METHODS = frozenset({"Login", "Logout", "CreateContainerView", "DestroyView", "CreateFilter",
-                           "DestroyPropertyFilter", "CreatePropertyCollector", "DestroyPropertyCollector"})
+                           "DestroyPropertyFilter", "CreatePropertyCollector", "DestroyPropertyCollector",
+                           # repeated, these end where one would, or with a fault their callers take
+                           # as done (InvalidPowerState, ManagedObjectNotFound, FileNotFound,
+                           # FileAlreadyExists, DuplicateName)
+                           "setCustomValue", "AddCustomFieldDef", "MakeDirectory", "CreateFolder", "CancelTask",
+                           "HttpNfcLeaseProgress", "HttpNfcLeaseAbort", "PowerOnVM_Task", "PowerOffVM_Task",
+                           "ResetVM_Task", "Destroy_Task", "DeleteVirtualDisk_Task", "DeleteDatastoreFile_Task"})
 
 
 def endpoint(properties: VsphereProperties) -> tuple[str, int]:
@@ -142,8 +152,8 @@ def _make_stub_class():
     from pyVmomi.SoapAdapter import SoapStubAdapter
 
     class _Stub(SoapStubAdapter):
-        """pyVmomi's SOAP stub, every request of which is counted, bounded, retried and, once,
-        re-authenticated (see the module's docstring)."""
+        """pyVmomi's SOAP stub, every request of which is counted, bounded, retried and, when
+        the vCenter dropped its session, re-authenticated (see the module's docstring)."""
 
         session: Session
 
@@ -151,24 +161,26 @@ def _make_stub_class():
             method = info.wsdlName
             what = f"{type(mo).__name__.rsplit('.', 1)[-1]}.{method}"
             session = self.session
-            relogged = False
+            relogins = 0
 
             def send():
                 session.requests += 1
                 return SoapStubAdapter.InvokeMethod(self, mo, info, args, outerStub)
 
             def attempt():
-                nonlocal relogged
-                try:
-                    return send()
-                except Exception as exc:
-                    if errors.fault_name(exc) != "NotAuthenticated" or relogged or method in ("Login", "Logout"):
-                        raise
-                    relogged = True
-                    log.warning("%s: the vCenter at %s dropped the session of '%s' (%s); logging in again", what,
-                                session.address, session.user, errors.describe(exc))
-                session.login()
-                return send()
+                nonlocal relogins
+                while True:
+                    try:
+                        return send()
+                    except Exception as exc:
+                        if (errors.fault_name(exc) != "NotAuthenticated" or relogins >= RELOGINS
+                                or method in ("Login", "Logout")):
+                            raise
+                        relogins += 1
+                        log.warning("%s: the vCenter at %s dropped the session of '%s' (%s); logging in again", what,
+                                    session.address, session.user, errors.describe(exc))
+                    self.cookie = ""  # the vCenter said the session is gone: a new login starts without it
+                    session.login()
 
             try:
                 return retry.call(attempt, classify=errors.classifier(idempotent=_idempotent(method)), what=what,
@@ -176,7 +188,10 @@ def _make_stub_class():
             except Exception as exc:
                 if errors.fault_name(exc) not in (None, "NotAuthenticated") and method != "Login":
                     raise  # the vCenter's answer: the caller knows what it means
-                raise session.translate(exc, what) from None
+                translated = session.translate(exc, what)
+                if errors.fault_name(exc) is None and retry.unsure(errors.classifier, exc):
+                    raise errors.Unsure(translated.message) from None
+                raise translated from None
 
     return _Stub
 

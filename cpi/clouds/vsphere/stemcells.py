@@ -120,8 +120,7 @@ class Stemcells:
             log.info("create_stemcell: importing %s (%d MiB) to datastore %s", stemcell_cid, disks_mib, datastore.name)
             vm = self._import(spec, pool, folder, workdir, stemcell_cid)
             try:
-                tasks.wait(self.session, vm.CreateSnapshot_Task(name=SNAPSHOT_NAME, memory=False, quiesce=False),
-                           f"snapshot of stemcell {stemcell_cid}")
+                self._snapshot(vm, stemcell_cid)
                 metadata.set_values(self.session, vm, tags)
             except BaseException:
                 self._destroy(vm, stemcell_cid)
@@ -196,9 +195,9 @@ class Stemcells:
             raise
         return vm
 
-    def _find_by_name(self, stemcell_cid: str) -> Any:
-        for template in self.templates(stemcell_cid):
-            if template.name == stemcell_cid:
+    def _find_by_name(self, name: str, stemcell_cid: str | None = None) -> Any:
+        for template in self.templates(stemcell_cid or name):
+            if template.name == name:
                 return template.ref
         return None
 
@@ -243,10 +242,17 @@ class Stemcells:
                 copy = self._replicate(original, datastore, name)
             if copy.snapshot is None:
                 log.info("finishing the copy %s: its snapshot", copy.name)
-                snapshot = tasks.wait(self.session, copy.ref.CreateSnapshot_Task(
-                    name=SNAPSHOT_NAME, memory=False, quiesce=False), f"snapshot of {copy.name}")
-                copy = Template(copy.name, copy.ref, copy.datastores, snapshot)
+                copy = Template(copy.name, copy.ref, copy.datastores, self._snapshot(copy.ref, copy.name))
             return copy
+
+    def _snapshot(self, vm: Any, name: str) -> Any:
+        """The snapshot linked clones hang from (a lost answer: the one the vCenter made)."""
+        def made() -> Any:
+            snapshot = vm.snapshot
+            return snapshot.currentSnapshot if snapshot is not None else None
+
+        return tasks.run(self.session, lambda: vm.CreateSnapshot_Task(name=SNAPSHOT_NAME, memory=False, quiesce=False),
+                         f"snapshot of {name}", done=made)
 
     def _replicate(self, original: Template, datastore: Any, name: str) -> Template:
         from pyVmomi import vim
@@ -257,8 +263,8 @@ class Stemcells:
         spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(datastore=datastore, pool=pool), template=False,
                                 powerOn=False)
         try:
-            vm = tasks.wait(self.session, original.ref.CloneVM_Task(folder=folder, name=name, spec=spec),
-                            f"copy of stemcell as {name}")
+            vm = tasks.run(self.session, lambda: original.ref.CloneVM_Task(folder=folder, name=name, spec=spec),
+                           f"copy of stemcell as {name}", done=lambda: self._find_by_name(name, original.name))
         except vim.fault.DuplicateName:  # made meanwhile by a process of another machine
             vm = next(t.ref for t in self.templates(original.name) if t.name == name)
         return Template(name, vm, (datastore._moId,), None)

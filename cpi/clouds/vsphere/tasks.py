@@ -17,6 +17,7 @@ cloud's boundary.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cpi import waits
@@ -61,6 +62,26 @@ def wait(session: Session, task: Any, what: str) -> Any:
             raise CloudError(f"{what}: the vCenter's task {task._moId} failed without saying why")
         raise fault
     return info.result
+
+
+def run(session: Session, start: Callable[[], Any], what: str, *, done: Callable[[], Any] | None = None) -> Any:
+    """Start a task (`start()` sends the request) and wait for it. When the request's answer
+    was lost (errors.Unsure: the vCenter may have started it), `done()` looks whether what
+    it does is there: its result (anything but None) ends the call, None starts the task
+    again, once more. Without `done`, Unsure leaves as the call's error (ok_to_retry)."""
+    try:
+        task = start()
+    except errors.Unsure as exc:
+        if done is None:
+            raise
+        log.warning("%s: %s; looking whether the vCenter carried it out", what, exc.message)
+        found = done()
+        if found is not None:
+            log.info("%s: it did", what)
+            return found
+        log.info("%s: it did not; starting it again", what)
+        task = start()
+    return wait(session, task, what)
 
 
 def _cancel(task: Any, what: str) -> None:

@@ -99,8 +99,8 @@ class Vms:
             agent_id).items()]
         log.info("create_vm: cloning %s from %s in cluster %s onto datastore %s (%s)", vm_cid, template.name,
                  cluster_name, datastore.name, "linked clone" if spec.snapshot is not None else "full clone")
-        vm = tasks.wait(self.session, template.ref.CloneVM_Task(folder=folder, name=vm_cid, spec=spec),
-                        f"clone of {vm_cid}")
+        vm = tasks.run(self.session, lambda: template.ref.CloneVM_Task(folder=folder, name=vm_cid, spec=spec),
+                       f"clone of {vm_cid}", done=lambda: self.place.find_vm(vm_cid))
         try:
             networks_out = self._finish(vm, vm_cid, agent_id, props, nets, env, datastore, cluster_settings,
                                         pool.owner)
@@ -185,6 +185,8 @@ class Vms:
     def _finish(self, vm: Any, vm_cid: str, agent_id: str, props: VMCloudProperties, nets: dict[str, Network],
                 env: dict, datastore: Any, cluster_settings: Any, cluster: Any) -> dict[str, Any]:
         """The clone's agent settings, DRS rules and power: what follows the clone."""
+        from pyVmomi import vim
+
         made = list(vm.config.hardware.device)
         cards = devices.nics(made)
         out = {}
@@ -215,7 +217,11 @@ class Vms:
             drs.disable_drs(self.session, self.properties, cluster, vm)
         if self.properties.upgrade_hw_version if props.upgrade_hw_version is None else props.upgrade_hw_version:
             tasks.wait(self.session, vm.UpgradeVM_Task(), f"hardware upgrade of {vm_cid}")
-        tasks.wait(self.session, vm.PowerOnVM_Task(), f"power on of {vm_cid}")
+        try:
+            tasks.wait(self.session, vm.PowerOnVM_Task(), f"power on of {vm_cid}")
+        except vim.fault.InvalidPowerState:  # a power on whose answer was lost, sent again: on already
+            if str(vm.runtime.powerState) != "poweredOn":
+                raise
         return out
 
     def _extra(self, props: VMCloudProperties) -> dict[str, Any]:
@@ -239,9 +245,11 @@ class Vms:
                   else devices.add(devices.new_cdrom(made, iso, datastore.ref)))
         userdata = [vim.option.OptionValue(key="guestinfo.userdata", value=base64.b64encode(document).decode()),
                     vim.option.OptionValue(key="guestinfo.userdata.encoding", value="base64")]
-        tasks.wait(self.session, vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[change],
-                                                                           extraConfig=userdata)),
-                   f"agent settings of {vm_cid}")
+        spec = vim.vm.ConfigSpec(deviceChange=[change], extraConfig=userdata)
+        # an edit of the CD-ROM and of two keys: the same again ends the same, so a lost answer
+        # is met by sending it again
+        tasks.run(self.session, lambda: vm.ReconfigVM_Task(spec=spec), f"agent settings of {vm_cid}",
+                  done=lambda: None)
 
     def _discard(self, vm: Any, vm_cid: str) -> None:
         """Destroy a VM create_vm could not finish (logged; a failure to is logged too, and
@@ -279,8 +287,10 @@ class Vms:
             if keep:
                 log.info("delete_vm: detaching %s from %s first, so that they outlive it", ", ".join(sorted(keep)),
                          vm_cid)
-                tasks.wait(self.session, vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(
-                    deviceChange=[devices.remove(d) for d in keep.values()])), f"detaching disks of {vm_cid}")
+                spec = vim.vm.ConfigSpec(deviceChange=[devices.remove(d) for d in keep.values()])
+                tasks.run(self.session, lambda: vm.ReconfigVM_Task(spec=spec), f"detaching disks of {vm_cid}",
+                          done=lambda: None if devices.persistent(list(vm.config.hardware.device),
+                                                                  self.place.config.disk_path) else True)
             tasks.wait(self.session, vm.Destroy_Task(), f"deleting {vm_cid}")
         except vmodl_not_found() as exc:
             log.info("delete_vm: %s went away meanwhile (%s)", vm_cid, errors.describe(exc))
