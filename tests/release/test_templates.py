@@ -14,17 +14,20 @@ import os
 import pwd
 import stat
 import subprocess
+import typing
 from pathlib import Path
 
 import pytest
-from pydantic_core import PydanticUndefined
 
 from cpi.warm import where
 from tests.release.support import JOB_DIR, REPO, RenderError, job_spec, render, write
 
 CPI_JSON = JOB_DIR / "templates/cpi.json.erb"
 CPI_ERB = JOB_DIR / "templates/cpi.erb"
-BUILTIN_CLOUDS = ("aws", "local", "openstack")
+BUILTIN_CLOUDS = ("aws", "local", "openstack", "vsphere")
+#: The job properties of a cloud are `<prefix>.<key>`: the cloud's name, but `vcenter` for
+#: vsphere, the official vsphere_cpi job's name.
+PREFIX = {"vsphere": "vcenter"}
 DIRECTOR_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 # A value for every property, valid for the models, for the "everything set" renders.
@@ -98,13 +101,17 @@ def sample(name: str):
     return SAMPLES.get(name, f"sample-{name.rsplit('.', 1)[1].replace('_', '-')}")
 
 
+def prefix(cloud: str) -> str:
+    return PREFIX.get(cloud, cloud)
+
+
 def keys_of(cloud: str) -> list[str]:
-    prefix = cloud + "."
-    return sorted(name[len(prefix) :] for name in job_spec()["properties"] if name.startswith(prefix))
+    start = prefix(cloud) + "."
+    return sorted(name[len(start) :] for name in job_spec()["properties"] if name.startswith(start))
 
 
 def everything_set(cloud: str) -> dict:
-    flat = {f"{cloud}.{key}": sample(f"{cloud}.{key}") for key in keys_of(cloud)}
+    flat = {f"{prefix(cloud)}.{key}": sample(f"{prefix(cloud)}.{key}") for key in keys_of(cloud)}
     flat.update({k: SAMPLES[k] for k in ("agent.mbus", "agent.blobstore.provider", "agent.blobstore.options", "ntp")})
     flat["cloud.plugin"] = cloud
     return nest(flat)
@@ -167,7 +174,7 @@ def test_every_spec_property_of_a_cloud_is_rendered_with_its_type(cpi_json, clou
         value = section
         for part in key.split("."):
             value = value[part]
-        assert value == sample(f"{cloud}.{key}")
+        assert value == sample(f"{prefix(cloud)}.{key}")
     assert set(config["cloud"]["properties"]) == {cloud, "agent"}  # only the chosen cloud
     assert config["cloud"]["properties"]["agent"] == {
         "ntp": SAMPLES["ntp"],
@@ -209,7 +216,8 @@ def test_debug_api_version(cpi_json):
 # --- agreement with the CPI's config models ---------------------------------------------------------
 
 
-MODEL_CLASSES = {"aws": "AwsProperties", "openstack": "OpenStackProperties", "local": "LocalProperties"}
+MODEL_CLASSES = {"aws": "AwsProperties", "openstack": "OpenStackProperties", "local": "LocalProperties",
+                 "vsphere": "VsphereProperties"}
 
 
 def properties_model(cloud: str):
@@ -229,11 +237,41 @@ def properties_model(cloud: str):
         pytest.skip(f"the {cloud} cloud's Properties model is not available yet ({reason})")
 
 
+def submodel(model, key: str):
+    """The model field `key` of `model` holds (through Optional), or None."""
+    from pydantic import BaseModel
+
+    if key not in model.model_fields:
+        return None
+    annotation = model.model_fields[key].annotation
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def field_at(model, dotted: str):
+    """The field a dotted key (`nsxt.host`) names in `model`, or None."""
+    *parents, last = dotted.split(".")
+    for part in parents:
+        model = submodel(model, part)
+        if model is None:
+            return None
+    return model.model_fields.get(last)
+
+
+#: Fields of a cloud's config whose job property is not `<prefix>.<field>`: the official
+#: vsphere_cpi job's top-level `plugins`.
+TOP_LEVEL = {"vsphere": {"plugins"}}
+
+
 @pytest.mark.parametrize("cloud", BUILTIN_CLOUDS)
 def test_every_rendered_key_is_accepted_by_the_model(cpi_json, cloud):
     model = properties_model(cloud)
     section = cpi_json(everything_set(cloud))["cloud"]["properties"][cloud]
     unknown = sorted(set(section) - set(model.model_fields))
+    unknown += sorted(f"{key}.{sub}" for key, value in section.items() if isinstance(value, dict)
+                      and (inner := submodel(model, key)) is not None for sub in set(value) - set(inner.model_fields))
     assert not unknown, (
         f"cpi.json.erb renders {cloud} keys the model rejects: {unknown} (rename or drop them in jobs/cpi)"
     )
@@ -242,21 +280,33 @@ def test_every_rendered_key_is_accepted_by_the_model(cpi_json, cloud):
 @pytest.mark.parametrize("cloud", BUILTIN_CLOUDS)
 def test_every_model_field_is_a_job_property(cloud):
     model = properties_model(cloud)
-    missing = sorted(set(model.model_fields) - {key.split(".")[0] for key in keys_of(cloud)})
-    assert not missing, f"{cloud} config fields without a job property {cloud}.<field> in jobs/cpi/spec: {missing}"
+    spec = job_spec()["properties"]
+    keys = keys_of(cloud)
+    missing = sorted(set(model.model_fields) - {key.split(".")[0] for key in keys}
+                     - {key for key in TOP_LEVEL.get(cloud, ()) if key in spec})
+    # a section the job declares key by key (connection_options.ca_cert): every key of its model
+    for section in sorted({key.split(".")[0] for key in keys if "." in key}):
+        inner = submodel(model, section)
+        assert inner is not None, f"{prefix(cloud)}.{section}.* is declared, but {section} is not a section"
+        missing += sorted(f"{section}.{sub}" for sub in inner.model_fields if f"{section}.{sub}" not in keys)
+    assert not missing, (
+        f"{cloud} config fields without a job property {prefix(cloud)}.<field> in jobs/cpi/spec: {missing}")
 
 
 @pytest.mark.parametrize("cloud", BUILTIN_CLOUDS)
 def test_spec_defaults_equal_the_model_defaults(cloud):
     model = properties_model(cloud)
     spec = job_spec()["properties"]
-    for key, field in model.model_fields.items():
-        definition = spec.get(f"{cloud}.{key}") or {}
+    for key in keys_of(cloud):
+        definition = spec[f"{prefix(cloud)}.{key}"] or {}
         if "default" not in definition:
             continue
-        assert field.default is not PydanticUndefined, f"{cloud}.{key} has a spec default but no model default"
-        assert definition["default"] == field.default, (
-            f"{cloud}.{key}: spec default {definition['default']!r}, model {field.default!r}"
+        field = field_at(model, key)
+        assert field is not None, f"{prefix(cloud)}.{key} has a spec default but is no key of the model"
+        assert not field.is_required(), f"{prefix(cloud)}.{key} has a spec default but no model default"
+        default = field.get_default(call_default_factory=True)
+        assert definition["default"] == default, (
+            f"{prefix(cloud)}.{key}: spec default {definition['default']!r}, model {default!r}"
         )
 
 
@@ -284,6 +334,7 @@ REALISTIC = {
             "config_drive": "cdrom",
         }
     },
+    "vsphere": lambda tmp: {"vcenter": VCENTER},
 }
 
 
@@ -306,6 +357,108 @@ def test_rendered_config_passes_the_cpi_config_validation(cpi_json, cloud, tmp_p
     assert built.plugin == cloud
     assert built.agent.mbus == SAMPLES["agent.mbus"]
     assert built.agent.ntp == SAMPLES["ntp"]
+
+
+# --- vSphere: the official vsphere_cpi job's properties ----------------------------------------
+
+PEM = "-----BEGIN CERTIFICATE-----\nMIIBvsphere\n-----END CERTIFICATE-----\n"
+#: What an operator of the official vsphere_cpi job writes under `vcenter` (bosh-deployment's
+#: vsphere/cpi.yml, resource-pool.yml and custom-ca.yml, and the NSX and vmx settings),
+#: with a secret of its own for each secret.
+VCENTER = {
+    "address": "10.0.0.5",
+    "user": "administrator@vsphere.local",
+    "password": "vc-Secret-1",
+    "datacenters": [{
+        "name": "dc1", "vm_folder": "prod/vms", "template_folder": "prod/templates", "disk_path": "prod-disks",
+        "datastore_pattern": r"\Aprod-ds\d+\z", "persistent_datastore_pattern": "^prod-pers",
+        "clusters": [{"cl1": {"resource_pool": "bosh-rp"}}, "cl2",
+                     {"cl3": {"host_group": {"name": "hg", "drs_rule": "MUST"}}, "cl4": {"resource_pool": "a/b"}}]}],
+    "connection_options": {"ca_cert": PEM},
+    "enable_human_readable_name": True,
+    "vmx_options": {"disk.enableUUID": "1", "sched.mem.maxmemctl": 1330, "isolation.tools.copy.disable": True},
+    "nsx": {"address": "nsx.example.test", "user": "nsx-admin", "password": "nsx-Secret-2"},
+    "nsxt": {"host": "nsxt.example.test", "username": "nsxt-admin", "password": "nsxt-Secret-3", "ca_cert": PEM,
+             "use_policy_api": True, "default_vif_type": "PARENT",
+             "auth_certificate": PEM, "auth_private_key": "-----BEGIN PRIVATE KEY-----\nnsxt-Key-4\n-----END "
+             "PRIVATE KEY-----\n"},
+}
+
+
+def vsphere_config(cpi_json, vcenter: dict, **more) -> dict:
+    return cpi_json({"cloud": {"plugin": "vsphere"}, "vcenter": vcenter,
+                     "agent": {"mbus": "nats://nats:nats-pw@10.0.0.6:4222"}, **more})
+
+
+def test_the_official_vsphere_properties_build_the_vsphere_config(cpi_json):
+    """Rendered from the official job's names, cpi.json's vsphere section is the flat shape
+    the config reads strictly (no key it does not know), with every value where it belongs."""
+    from cpi import config
+
+    rendered = vsphere_config(cpi_json, VCENTER, ntp=["time.example.test"])
+    rendered["cloud"]["properties"]["validation"] = {"strict": True}
+    built = config.build(rendered)
+    assert built.plugin == "vsphere"
+    props = built.properties
+    assert (props.vcenter_host, props.host, props.user) == ("10.0.0.5", None, "administrator@vsphere.local")
+    assert props.password.get_secret_value() == "vc-Secret-1"
+    assert props.connection_options is not None and props.connection_options.ca_cert == PEM
+    dc = props.datacenter
+    assert (dc.name, dc.vm_folder, dc.template_folder, dc.disk_path) == ("dc1", "prod/vms", "prod/templates",
+                                                                        "prod-disks")
+    assert (dc.datastore_pattern, dc.persistent_datastore_pattern) == (r"\Aprod-ds\d+\z", "^prod-pers")
+    clusters = dc.cluster_settings
+    assert list(clusters) == ["cl1", "cl2", "cl3", "cl4"]  # a map of two clusters is two, as upstream splits it
+    assert clusters["cl1"].resource_pool == "bosh-rp" and clusters["cl4"].resource_pool == "a/b"
+    assert clusters["cl2"].resource_pool is None and clusters["cl2"].host_group is None
+    assert (clusters["cl3"].host_group_name, clusters["cl3"].host_group_rule) == ("hg", "MUST")
+    assert props.vmx_options == VCENTER["vmx_options"]
+    assert [type(v) for v in props.vmx_options.values()] == [str, int, bool]  # each keeps its type
+    assert props.enable_human_readable_name is True
+    assert props.nsx is not None and (props.nsx.address, props.nsx.user) == ("nsx.example.test", "nsx-admin")
+    assert props.nsx.password.get_secret_value() == "nsx-Secret-2"
+    nsxt = props.nsxt
+    assert nsxt is not None and (nsxt.host, nsxt.username, nsxt.ca_cert) == ("nsxt.example.test", "nsxt-admin", PEM)
+    assert nsxt.password is not None and nsxt.password.get_secret_value() == "nsxt-Secret-3"
+    assert nsxt.auth_private_key is not None and "nsxt-Key-4" in nsxt.auth_private_key.get_secret_value()
+    assert (nsxt.use_policy_api, nsxt.default_vif_type) == (True, "PARENT")
+    # the job spec's defaults, the official job's, reach the config as they are
+    assert (nsxt.allow_overwrite, nsxt.remote_auth, nsxt.policy_api_migration_mode) == (True, False, False)
+    assert (props.default_disk_type, props.default_scsi_controller_type, props.default_hw_version) == (
+        "preallocated", "paravirtual", 17)
+    assert props.ensure_no_ip_conflicts is True and props.http_logging is False
+    assert built.agent.mbus == "nats://nats:nats-pw@10.0.0.6:4222" and built.agent.ntp == ["time.example.test"]
+
+
+def test_nsx_and_nsxt_are_rendered_only_with_their_manager(cpi_json):
+    """As the official job renders them: nsx only with vcenter.nsx.address, nsxt only with
+    vcenter.nsxt.host; what else is set under them is left out, never a section without its
+    manager that the config would refuse."""
+    from cpi import config
+
+    vcenter = {key: value for key, value in VCENTER.items() if key not in ("nsx", "nsxt")}
+    rendered = vsphere_config(cpi_json, {**vcenter, "nsx": {"user": "u"}, "nsxt": {"use_policy_api": True}})
+    section = rendered["cloud"]["properties"]["vsphere"]
+    assert "nsx" not in section and "nsxt" not in section
+    assert config.build(rendered).properties.nsxt is None
+    # with the manager: the spec's defaults come with it
+    section = vsphere_config(cpi_json, {**vcenter, "nsxt": {"host": "nsxt", "username": "u", "password": "p"}})[
+        "cloud"]["properties"]["vsphere"]
+    assert section["nsxt"] == {"host": "nsxt", "username": "u", "password": "p", "remote_auth": False,
+                               "use_policy_api": False, "policy_api_migration_mode": False, "allow_overwrite": True,
+                               "tag_nsx_vm_objects": False}
+
+
+def test_the_official_plugins_property_is_taken_empty_and_refused_naming_a_plugin(cpi_json):
+    from cpi import config
+    from cpi.errors import CpiError
+
+    rendered = vsphere_config(cpi_json, VCENTER, plugins={})
+    assert rendered["cloud"]["properties"]["vsphere"]["plugins"] == {}
+    assert config.build(rendered).properties.plugins == {}
+    rendered = vsphere_config(cpi_json, VCENTER, plugins={"vmsuperdeleter": {"speed": "fastest"}})
+    with pytest.raises(CpiError, match="plugins names the official CPI's Ruby plug-ins \\(vmsuperdeleter\\)"):
+        config.build(rendered)
 
 
 # --- bin/cpi ------------------------------------------------------------------------------------
