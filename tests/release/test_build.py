@@ -234,7 +234,8 @@ def test_project_release_builds_with_the_expected_layout(project_release, tmp_pa
     assert result.tarball.name == "bosh-python-cpi-0.1.0.tgz"
     manifest = result.manifest
     assert [(j.name, j.packages) for j in manifest.jobs] == [
-        ("aws_cpi", ["python3", "cpi"]), ("cpi", ["python3", "cpi"]), ("openstack_cpi", ["python3", "cpi"])]
+        ("aws_cpi", ["python3", "cpi"]), ("cpi", ["python3", "cpi"]), ("openstack_cpi", ["python3", "cpi"]),
+        ("vsphere_cpi", ["python3", "cpi"])]
     assert [(p.name, p.dependencies) for p in manifest.packages] == [("cpi", ["python3"]), ("python3", [])]
 
     job = read_member(result.tarball, "jobs/cpi.tgz")
@@ -246,7 +247,7 @@ def test_project_release_builds_with_the_expected_layout(project_release, tmp_pa
         "./templates/cpi.json.erb",
     ]
     # the official CPIs' job names: job cpi's files, a job.MF of their own
-    for alias, plugin in (("aws_cpi", "aws"), ("openstack_cpi", "openstack")):
+    for alias, plugin in (("aws_cpi", "aws"), ("openstack_cpi", "openstack"), ("vsphere_cpi", "vsphere")):
         aliased = read_member(result.tarball, f"jobs/{alias}.tgz")
         assert list(members(aliased)) == list(members(job))
         for template in ("./templates/cpi.erb", "./templates/cpi.json.erb", "./monit"):
