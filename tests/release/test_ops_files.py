@@ -1,24 +1,30 @@
-"""Switching a bosh-deployment director to this CPI is one ops file (issue #22).
+"""Switching a bosh-deployment director to this CPI is one ops file (issues #22, #25).
 
-bosh-deployment's bosh.yml, its aws/cpi.yml or openstack/cpi.yml and each of the
-companions operators add to them (tests/release/bosh-deployment/, copies with their
+bosh-deployment's bosh.yml, its aws/cpi.yml, openstack/cpi.yml or vsphere/cpi.yml and each of
+the companions operators add to them (tests/release/bosh-deployment/, copies with their
 commit) are applied with the project's ops file (docs/ops/) last, by go-patch's rules
-(tests/support/gopatch.py). The result must swap the release the official job name comes
-from and nothing else (the release has jobs named aws_cpi and openstack_cpi, so job names,
-director.cpi_job and a cpi-config's types stay), and that job's templates, rendered from the
-very properties the operator wrote for the official job (as BOSH renders them: only the
-properties the job's spec declares reach it, with its defaults), must give a cpi.json this
-CPI reads without a single unknown key.
+(tests/support/gopatch.py; with a bosh CLI at hand, the real `bosh int` is checked to give the
+same manifests). The result must swap the release the official job name comes from and
+nothing else (the release has jobs named aws_cpi, openstack_cpi and vsphere_cpi, so job
+names, director.cpi_job and a cpi-config's types stay), and that job's templates, rendered
+from the very properties the operator wrote for the official job (as BOSH renders them: only
+the properties the job's spec declares reach it, with its defaults), must give a cpi.json
+this CPI reads without a single unknown key.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from pydantic import SecretStr
 
 from cpi import config, validation
 from cpi.errors import CpiError
@@ -37,9 +43,16 @@ VARIABLES = {
     "openstack_domain": "Default", "openstack_project": "bosh", "openstack_ca_cert": CA,
     "kms_key_arn": "arn:aws:kms:eu-west-1:123456789012:key/test", "role_arn": "arn:aws:iam::123456789012:role/bosh",
     "python_cpi_release_url": "file:///tmp/bosh-python-cpi-0.1.0.tgz", "python_cpi_release_sha1": "0" * 40,
+    "vcenter_ip": "10.0.0.5", "vcenter_user": "administrator@vsphere.local", "vcenter_password": "vc-pw",
+    "vcenter_dc": "dc1", "vcenter_cluster": "cluster1", "vcenter_ds": "^shared-ds-\\d+$", "vcenter_disks": "bosh-disks",
+    "vcenter_templates": "bosh-templates", "vcenter_vms": "bosh-vms", "vcenter_rp": "bosh-rp",
+    "vcenter_ca_cert": CA, "network_name": "VM Network", "second_network_name": "Second Network",
 }
-#: Every aws/ and openstack/ ops file of bosh-deployment but cpi.yml (the base) and
-#: openstack/cpi-secondary.yml (a second CPI: test_a_secondary_openstack_cpi_switches_alone).
+#: Every aws/, openstack/ and vsphere/ ops file of bosh-deployment but cpi.yml (the base),
+#: openstack/cpi-secondary.yml (a second CPI: test_a_secondary_openstack_cpi_switches_alone)
+#: and vsphere/cpi-secondary.yml (which adds bosh-vsphere-cpi and properties.vcenter but no
+#: vsphere_cpi job, so there is no job to swap). A name with a directory is bosh-deployment's
+#: (vsphere/second-network.yml names the network misc/second-network.yml adds).
 COMPANIONS = {
     "aws": [[], ["iam-instance-profile.yml"], ["encrypted-disk.yml"], ["cpi-assume-role-credentials.yml"],
             ["encrypted-disk.yml", "cpi-assume-role-credentials.yml"],
@@ -51,7 +64,13 @@ COMPANIONS = {
                   ["custom-ca.yml", "boot-from-volume.yml", "trusted-certs.yml", "use-jammy.yml"],
                   ["nova-networking.yml", "use-jammy-raw.yml"], ["auto-anti-affinity.yml", "use-noble-raw.yml"],
                   ["use-resolute.yml"], ["use-resolute-raw.yml"]],
+    "vsphere": [[], ["resource-pool.yml"], ["custom-ca.yml"], ["misc/second-network.yml", "second-network.yml"],
+                ["resource-pool.yml", "custom-ca.yml", "use-jammy.yml"],
+                ["custom-ca.yml", "misc/second-network.yml", "second-network.yml", "use-resolute.yml"]],
 }
+#: The official job's properties of a cloud are under `<prefix>.`: the cloud's name, but
+#: `vcenter` for vsphere.
+PREFIX = {"vsphere": "vcenter"}
 CASES = [(cloud, companions) for cloud, sets in COMPANIONS.items() for companions in sets]
 
 
@@ -59,11 +78,17 @@ def load(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
 
+def ops_files(cloud: str, companions: list[str], ours: bool) -> list[Path]:
+    """<cloud>/cpi.yml, the companions, and (when `ours`) our ops file, in order."""
+    return [DEPLOYMENT / cloud / "cpi.yml",
+            *(DEPLOYMENT / name if "/" in name else DEPLOYMENT / cloud / name for name in companions),
+            *([OPS / f"{cloud}.yml"] if ours else [])]
+
+
 def manifest(cloud: str, companions: list[str], ours: bool) -> dict:
     """bosh.yml with <cloud>/cpi.yml, the companions, and (when `ours`) our ops file."""
-    files = [DEPLOYMENT / cloud / "cpi.yml", *(DEPLOYMENT / cloud / name for name in companions)]
     document = load(DEPLOYMENT / "bosh.yml")
-    for path in [*files, *([OPS / f"{cloud}.yml"] if ours else [])]:
+    for path in ops_files(cloud, companions, ours):
         document = gopatch.apply(document, load(path))
     return gopatch.interpolate(document, VARIABLES, default=lambda name: f"value-of-{name}")
 
@@ -102,6 +127,19 @@ def leaves(node: Any, prefix: str) -> set[str]:
     return {prefix}
 
 
+def holds(built: Any, given: Any) -> bool:
+    """Whether the config as built (a model's dump, defaults filled in) holds every value the
+    operator gave, where they gave it."""
+    if isinstance(built, SecretStr):
+        built = built.get_secret_value()
+    if isinstance(given, dict):
+        return isinstance(built, dict) and all(key in built and holds(built[key], value)
+                                               for key, value in given.items())
+    if isinstance(given, list):
+        return isinstance(built, list) and len(built) == len(given) and all(map(holds, built, given))
+    return built == given
+
+
 @pytest.mark.parametrize(("cloud", "companions"), CASES, ids=[f"{c}+{'+'.join(x) or 'cpi'}" for c, x in CASES])
 def test_one_ops_file_swaps_the_cpi_release_and_nothing_else(cloud, companions):
     before, after = manifest(cloud, companions, ours=False), manifest(cloud, companions, ours=True)
@@ -121,6 +159,51 @@ def test_one_ops_file_swaps_the_cpi_release_and_nothing_else(cloud, companions):
                 item["release"] = "the CPI's"
     assert after == before
     assert bosh_group(after)["properties"]["director"]["cpi_job"] == job
+
+
+def bosh_cli() -> str | None:
+    """A bosh CLI to cross-check gopatch with: $CPI_TEST_BOSH_CLI, else `bosh` on PATH."""
+    return os.environ.get("CPI_TEST_BOSH_CLI") or shutil.which("bosh")
+
+
+def bosh_vars(document: Any) -> dict:
+    """A vars file for `bosh int` giving each ((variable)) of `document` the value
+    gopatch.interpolate gives it here; `((a.b))` is key b of variable a to bosh."""
+    found: dict = {}
+    for name in set(re.findall(r"\(\( ?!?([-/.\w]+) ?\)\)", yaml.safe_dump(document))):
+        value = VARIABLES.get(name, f"value-of-{name}")
+        top, _, key = name.partition(".")
+        if key:
+            found.setdefault(top, {})[key] = value
+        else:
+            found[top] = value
+    return found
+
+
+@pytest.mark.parametrize(("cloud", "companions"), CASES, ids=[f"{c}+{'+'.join(x) or 'cpi'}" for c, x in CASES])
+def test_the_real_bosh_int_gives_the_same_manifests(cloud, companions, tmp_path):
+    """What tests/support/gopatch.py makes of bosh.yml and the ops files is what `bosh int`
+    makes of them, with and without this project's ops file."""
+    cli = bosh_cli()
+    if cli is None:
+        pytest.skip("no bosh CLI (CPI_TEST_BOSH_CLI, or bosh on PATH): the ops files are applied by "
+                    "tests/support/gopatch.py alone")
+    for ours in (False, True):
+        files = ops_files(cloud, companions, ours)
+        document = load(DEPLOYMENT / "bosh.yml")
+        for path in files:
+            document = gopatch.apply(document, load(path))
+        given = bosh_vars(document)
+        variables = tmp_path / f"vars-{ours}.yml"
+        variables.write_text(yaml.safe_dump(given))
+        argv = [cli, "int", str(DEPLOYMENT / "bosh.yml"), *(arg for path in files for arg in ("-o", str(path))),
+                "-l", str(variables)]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        expected = manifest(cloud, companions, ours)
+        # bosh int drops the `variables:` definitions whose value it was given
+        expected["variables"] = [v for v in expected.get("variables", []) if v["name"] not in given]
+        assert yaml.safe_load(result.stdout) == expected
 
 
 def test_a_secondary_openstack_cpi_switches_alone():
@@ -151,10 +234,11 @@ def test_the_job_reads_the_official_jobs_properties(cloud, companions, ruby, tmp
     (no unknown key) with the operator's values where the official CPI has them."""
     document = manifest(cloud, companions, ours=True)
     spec = alias_spec(f"{cloud}_cpi")
+    prefix = PREFIX.get(cloud, cloud)
     monkeypatch.setattr(validation, "strict", True)
     for where, properties in (("instance group", bosh_group(document)["properties"]),
                               ("cloud_provider", document["cloud_provider"]["properties"])):
-        unread = sorted(name for name in leaves(properties[cloud], cloud)
+        unread = sorted(name for name in leaves(properties[prefix], prefix)
                         if not any(name == p or name.startswith(p + ".") for p in spec["properties"]))
         assert not unread, f"{where}: the job does not declare {unread}: BOSH would drop them"
         rendered = json.loads(render(JOB_DIR / "templates/cpi.json.erb", declared(properties, spec), tmp_path, ruby,
@@ -163,7 +247,10 @@ def test_the_job_reads_the_official_jobs_properties(cloud, companions, ruby, tmp
             **rendered["cloud"]["properties"], "validation": {"strict": True}}}}
         built = config.build(raw)
         assert built.plugin == cloud  # the job name's default: nothing in the manifest says it
-        section = properties[cloud]
+        section = properties[prefix]
+        if cloud == "vsphere":  # the official job's names are the config's, sections and all
+            assert holds(built.properties.model_dump(), section), where
+            continue
         for key, value in section.items():
             if key == "connection_options":
                 assert built.properties.ca_cert == value["ca_cert"]
@@ -229,7 +316,7 @@ def test_keystone_v2_renders_and_is_refused_saying_why(ruby, tmp_path):
         config.build(rendered)
 
 
-@pytest.mark.parametrize("cloud", ["aws", "openstack"])
+@pytest.mark.parametrize("cloud", ["aws", "openstack", "vsphere"])
 def test_bosh_deployments_cloud_config_is_read_unchanged(cloud):
     """The cloud-config an operator already has (bosh-deployment's <cloud>/cloud-config.yml)
     passes `cpi validate`'s checks, which report any unknown key as an error."""
@@ -238,7 +325,8 @@ def test_bosh_deployments_cloud_config_is_read_unchanged(cloud):
 
     document = gopatch.interpolate(load(DEPLOYMENT / cloud / "cloud-config.yml"),
                                    {"az": "z1", "internal_cidr": "10.0.0.0/24", "internal_gw": "10.0.0.1",
-                                    "subnet_id": "subnet-0abc", "net_id": "net-1"})
+                                    "subnet_id": "subnet-0abc", "net_id": "net-1", "vcenter_cluster": "cluster1",
+                                    "network_name": "VM Network"})
     findings, items = cloud_config.check(document, load_cloud(cloud))
     assert [f for f in findings if f.severity == "error"] == []
     assert {item.kind for item in items} >= {"vm_type", "network", "az"}
