@@ -10,9 +10,14 @@ clouds. What a simulated vCenter cannot show (NSX-V, NSX-T, vGPUs, PCI passthrou
 groups, storage policies) is accepted with its meaning; the cloud refuses a request that needs
 it only when the vCenter lacks it, saying so.
 
-This is the first step of #25: the models. The cloud class that acts on them comes next, and
-only then is `vsphere` registered in cpi/clouds/__init__.py and given its job properties; a
-plugin that would fail every call is not shipped.
+The cloud class that acts on them is cpi/clouds/vsphere/cloud.py (`VsphereCloud`), registered
+as the built-in plugin `vsphere` in cpi/clouds/__init__.py. The release's job takes the official
+job's `vcenter.*` properties under their names and renders them as this section
+(jobs/cpi/templates/cpi.json.erb; its `vsphere_cpi` alias is the official job's name); the
+reference docs/vsphere.md is generated from these models. Some keys are accepted with their
+meaning before the cloud acts on them: create_vm refuses the vm_type keys it does not drive yet
+(VMCloudProperties says which), and docs/migrating.md lists the settings taken without effect
+for now.
 
 No pyvmomi here: `info` of the cloud will import this module.
 """
@@ -533,7 +538,10 @@ class VMCloudProperties(_Strict):
     """vm_type (and vm_extension, AZ) cloud_properties: what create_vm makes. The VM is a
     linked clone of the stemcell (a full clone when `root_disk_size_gb` grows its root disk)
     in a cluster and datastore with room for its memory and disks, near its persistent disks,
-    with an ephemeral disk of `disk` MiB; the agent's settings reach it on a CD-ROM image."""
+    with an ephemeral disk of `disk` MiB; the agent's settings reach it on a CD-ROM image.
+    Not driven yet: create_vm fails with VMCreationFailed, before it makes anything, for a
+    vm_type that sets `vgpus`, `pci_passthroughs`, `device_groups`, `nsx`, `nsxt`,
+    `storage_policy` or `tags` (keep the official CPI for those VMs)."""
 
     cpu: StrictInt = Field(..., ge=1, description="Number of vCPUs.")
     ram: StrictInt = Field(..., ge=1, description="Memory in MiB.")
