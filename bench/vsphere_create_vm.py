@@ -24,12 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.vsphere_lookups import grow_to  # noqa: E402
-from cpi.clouds.vsphere import lookups, session  # noqa: E402
-from tests.support import vcsim as vcsim_server  # noqa: E402
-from tests.support.runner import Cpi  # noqa: E402
-from tests.vsphere import target as vsphere_target  # noqa: E402
-from tests.vsphere.conftest import vsphere_properties  # noqa: E402
+from bench.vsphere_lookups import grow_to
+from cpi.clouds.vsphere import lookups, session
+from tests.support import vcsim as vcsim_server
+from tests.support.runner import Cpi
+from tests.vsphere import target as vsphere_target
+from tests.vsphere.conftest import vsphere_properties
 
 SIZES = (10, 2000)
 DISKS = 20

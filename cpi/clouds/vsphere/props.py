@@ -177,13 +177,15 @@ class Datacenter(_Strict):
         "`datastore_cluster_pattern` is required.")
     datastore_cluster_pattern: str | None = Field(
         None, description="Regular expression of the datastore clusters whose datastores take ephemeral disks (those "
-        "with Storage DRS on), with `datastore_pattern`'s datastores.")
+        "with Storage DRS on), with `datastore_pattern`'s datastores. Accepted, not acted on yet: only "
+        "`datastore_pattern` chooses datastores.")
     persistent_datastore_pattern: str | None = Field(
         None, description="Regular expression of the datastores for persistent disks. This or "
         "`persistent_datastore_cluster_pattern` is required.")
     persistent_datastore_cluster_pattern: str | None = Field(
         None, description="Regular expression of the datastore clusters whose datastores take persistent disks (those "
-        "with Storage DRS on), with `persistent_datastore_pattern`'s datastores.")
+        "with Storage DRS on), with `persistent_datastore_pattern`'s datastores. Accepted, not acted on yet: only "
+        "`persistent_datastore_pattern` chooses datastores.")
     allow_mixed_datastores: StrictBool = Field(
         True, description="No effect, as in the official CPI, which no longer reads it: give the same pattern to "
         "`datastore_pattern` and `persistent_datastore_pattern` to mix ephemeral and persistent disks.")
@@ -338,7 +340,8 @@ class VsphereProperties(_Strict):
         "(allocated as used).")
     default_scsi_controller_type: Literal["paravirtual", "lsi_logic", "lsi_logic_sas"] = Field(
         "paravirtual", description="SCSI controller of new VMs: `paravirtual` (up to 63 disks), `lsi_logic` or "
-        "`lsi_logic_sas`; a stemcell's controller of another type is replaced.")
+        "`lsi_logic_sas`; a stemcell's controller of another type is replaced. Accepted, not acted on yet: a VM keeps "
+        "its stemcell's controller.")
     enable_auto_anti_affinity_drs_rules: StrictBool = Field(
         False, description="Make a DRS anti-affinity rule for the VMs of each instance group of each deployment, "
         "named after the director, deployment and instance group, so they run on different hosts (DRS must be "
@@ -357,7 +360,8 @@ class VsphereProperties(_Strict):
         "`upgrade_hw_version`.")
     vm_storage_policy_name: str | None = Field(
         None, description="Storage policy (SPBM) applied to VMs and their ephemeral disks, whose datastores are then "
-        "those compatible with it, unless a vm_type names `storage_policy` or `datastores`.")
+        "those compatible with it, unless a vm_type names `storage_policy` or `datastores`. Not applied yet: while it "
+        "is set, create_vm is refused, saying so.")
     enable_human_readable_name: StrictBool = Field(
         False, description="Name VMs `<instance group>_<deployment>_<12 hex digits>` (at most 80 characters) instead "
         "of `vm-<uuid>`, when the director sends those names and they are ASCII.")
@@ -369,8 +373,8 @@ class VsphereProperties(_Strict):
         True, description="Before making a VM, ask the vCenter whether a VM on the same port group already has one of "
         "its IP addresses, and refuse the VM if so (a VM without VMware Tools is not seen).")
     http_logging: StrictBool = Field(
-        False, description="Log every HTTP request to the vCenter and its response in the call's log (secrets and "
-        "session cookies masked).")
+        False, description="Log every request to the vCenter in the call's log: its method, and how long it took "
+        "or how it failed (never a body, a secret or a session cookie).")
 
     # -- NSX
     nsx: Nsx | None = Field(None, description="The NSX-V manager, for vm_types' `nsx`. Not a context key.")

@@ -165,7 +165,18 @@ def _make_stub_class():
 
             def send():
                 session.requests += 1
-                return SoapStubAdapter.InvokeMethod(self, mo, info, args, outerStub)
+                if not session.properties.http_logging:
+                    return SoapStubAdapter.InvokeMethod(self, mo, info, args, outerStub)
+                started = time.monotonic()
+                try:
+                    answer = SoapStubAdapter.InvokeMethod(self, mo, info, args, outerStub)
+                except Exception as exc:
+                    log.info("http_logging: POST %s%s %s: %s after %.3fs", session.address, SDK_PATH, what,
+                             errors.describe(exc), time.monotonic() - started)
+                    raise
+                log.info("http_logging: POST %s%s %s: answered in %.3fs", session.address, SDK_PATH, what,
+                         time.monotonic() - started)
+                return answer
 
             def attempt():
                 nonlocal relogins

@@ -17,6 +17,7 @@ import base64
 import json
 import logging
 import random
+import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from cpi.errors import BoshError, VMCreationFailed, VMNotFound
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import devices, drs, errors, lookups, metadata, tasks, transfer
+from . import collector, devices, drs, errors, ip_conflicts, lookups, metadata, tasks, transfer
 from .place import Place, describe, pick
 from .props import VMCloudProperties
 from .stemcells import StemcellMissing, Stemcells
@@ -84,7 +85,15 @@ class Vms:
             if not net.cloud_properties.get("name"):
                 raise VMCreationFailed(f"network '{name}': its cloud_properties need `name`, the vSphere network to "
                                        "put the NIC on", ok_to_retry=False)
-        vm_cid = f"vm-{uuid.uuid4()}"
+        if self.properties.vm_storage_policy_name:
+            raise VMCreationFailed("vm_storage_policy_name: this CPI does not apply storage policies (SPBM) yet; keep "
+                                   "the official CPI for these VMs (docs/vsphere.md)", ok_to_retry=False)
+        if any(not isinstance(entry, str) for entry in props.datastores or []) and not _names(props.datastores):
+            raise VMCreationFailed("vm_type datastores: datastore clusters (Storage DRS) are not driven by this CPI "
+                                   "yet; name datastores", ok_to_retry=False)
+        vm_cid = self._name(env)
+        if self.properties.ensure_no_ip_conflicts:
+            ip_conflicts.check(self.session, self.place, nets)
         placements = self.place.clusters(props.datacenters[0].clusters if props.datacenters else None)
         cluster_name, cluster_settings, pool, datastore = self._placement(placements, props)
         template = self._template(stemcell_cid, datastore)
@@ -94,6 +103,10 @@ class Vms:
         folder = self.place.folder(self.place.vm_folder_path())
         template_devices = list(template.ref.config.hardware.device)
         spec = self._clone_spec(props, pool, datastore, template, template_devices, backings, vm_cid)
+        reserve = self.properties.cpu_reserve_full_mhz if props.cpu_reserve_full_mhz is None \
+            else props.cpu_reserve_full_mhz
+        if reserve:
+            spec.config.cpuAllocation = vim.ResourceAllocationInfo(reservation=props.cpu * self._host_mhz(pool.owner))
         # whose it is, from the clone on: a VM left by a create_vm killed half-way is attributed
         spec.config.extraConfig += [vim.option.OptionValue(key=key, value=value) for key, value in self._origin(
             agent_id).items()]
@@ -110,6 +123,32 @@ class Vms:
                 raise VMCreationFailed(exc.message, ok_to_retry=exc.ok_to_retry) from None
             raise
         return vm_cid, networks_out
+
+    def _name(self, env: dict) -> str:
+        """`vm-<uuid>`, or with `enable_human_readable_name` `<instance group>_<deployment>_<12
+        hex digits>` (at most 80 characters) when the director sent those names in ASCII."""
+        unique = uuid.uuid4()
+        groups = ((env or {}).get("bosh") or {}).get("groups") or []
+        if self.properties.enable_human_readable_name and len(groups) >= 3:
+            director, deployment, instance_group = (str(g) for g in groups[:3])
+            del director
+            readable = f"{instance_group}_{deployment}"
+            if readable.isascii() and re.fullmatch(r"[A-Za-z0-9_.-]+", readable):
+                return f"{readable[:80 - 13]}_{unique.hex[:12]}"
+            log.info("create_vm: the instance group or deployment name is not plain ASCII: the VM is vm-<uuid>")
+        return f"vm-{unique}"
+
+    def _host_mhz(self, cluster: Any) -> int:
+        """The clock of the fastest connected host of the cluster (cpu_reserve_full_mhz)."""
+        from pyVmomi import vim
+
+        clocks = [values.get("summary.hardware.cpuMhz") or 0
+                  for _, values in collector.of(self.session, list(cluster.host), vim.HostSystem,
+                                                ["summary.hardware.cpuMhz", "runtime.connectionState"])
+                  if str(values.get("runtime.connectionState")) == "connected"]
+        if not clocks:
+            raise VMCreationFailed("cpu_reserve_full_mhz: the cluster has no connected host to take the clock of")
+        return max(clocks)
 
     def _origin(self, agent_id: str) -> dict[str, str]:
         """The VM's `bosh.*` extraConfig keys: its agent and director (`cpi list`, `cpi orphans`)."""
@@ -213,16 +252,38 @@ class Vms:
             group = ((env or {}).get("bosh") or {}).get("group")
             if group:
                 drs.add_to_anti_affinity_rule(self.session, self.properties, cluster, group, vm)
+        if props.vm_group:
+            drs.add_to_vm_group(self.session, self.properties, cluster, props.vm_group, vm)
+        if cluster_settings.host_group_name and cluster_settings.host_group_rule:
+            drs.tie_to_host_group(self.session, self.properties, cluster, cluster_settings.host_group_name,
+                                  cluster_settings.host_group_rule, vm)
         if props.disable_drs:
             drs.disable_drs(self.session, self.properties, cluster, vm)
-        if self.properties.upgrade_hw_version if props.upgrade_hw_version is None else props.upgrade_hw_version:
-            tasks.wait(self.session, vm.UpgradeVM_Task(), f"hardware upgrade of {vm_cid}")
+        self._hardware(vm, vm_cid, props)
         try:
             tasks.wait(self.session, vm.PowerOnVM_Task(), f"power on of {vm_cid}")
         except vim.fault.InvalidPowerState:  # a power on whose answer was lost, sent again: on already
             if str(vm.runtime.powerState) != "poweredOn":
                 raise
         return out
+
+    def _hardware(self, vm: Any, vm_cid: str, props: VMCloudProperties) -> None:
+        """`upgrade_hw_version`: the newest hardware version the host supports; otherwise
+        `default_hw_version` when the stemcell's is older (a VM is never downgraded)."""
+        from pyVmomi import vim
+
+        newest = self.properties.upgrade_hw_version if props.upgrade_hw_version is None else props.upgrade_hw_version
+        wanted = None if newest else f"vmx-{self.properties.default_hw_version}"
+        if wanted is not None:
+            current = str(vm.config.version or "")
+            if current.startswith("vmx-") and current[4:].isdigit() and int(current[4:]) >= \
+                    self.properties.default_hw_version:
+                return
+        what = f"hardware upgrade of {vm_cid} to {wanted or 'the newest version'}"
+        try:
+            tasks.wait(self.session, vm.UpgradeVM_Task(version=wanted) if wanted else vm.UpgradeVM_Task(), what)
+        except vim.fault.AlreadyUpgraded:
+            log.info("%s: it has that version already", what)
 
     def _extra(self, props: VMCloudProperties) -> dict[str, Any]:
         return {**self.properties.vmx_options, **(props.vmx_options or {})}
@@ -291,6 +352,10 @@ class Vms:
                 tasks.run(self.session, lambda: vm.ReconfigVM_Task(spec=spec), f"detaching disks of {vm_cid}",
                           done=lambda: None if devices.persistent(list(vm.config.hardware.device),
                                                                   self.place.config.disk_path) else True)
+            pool = vm.resourcePool
+            cluster = pool.owner if pool is not None else None
+            if isinstance(cluster, vim.ClusterComputeResource):
+                drs.leave_groups(self.session, self.properties, cluster, vm)
             tasks.wait(self.session, vm.Destroy_Task(), f"deleting {vm_cid}")
         except vmodl_not_found() as exc:
             log.info("delete_vm: %s went away meanwhile (%s)", vm_cid, errors.describe(exc))

@@ -43,6 +43,15 @@ EDITS: list[tuple[str, str, str, str]] = [
      "\t\tdevices := vm.Config.Hardware.Device\n",
      "\t\tdevices := cpiCopyDevices(vm.Config.Hardware.Device)\n",
      "CloneVM_Task gave the clone the source's own device objects"),
+    ("virtual_machine.go",
+     ("\t\tif req.Spec.Config != nil && req.Spec.Config.DeviceChange != nil {\n"
+     "\t\t\tclone.configureDevices(&types.VirtualMachineConfigSpec{DeviceChange: req.Spec.Config.DeviceChange})\n"
+     "\t\t}\n"),
+     ("\t\tif fault := cpiConfigureClone(clone, req.Spec.Config); fault != nil {\n"
+     "\t\t\treturn nil, fault\n"
+     "\t\t}\n"),
+     ("CloneVM_Task applied only the devices and extraConfig of the clone spec's config, not its CPUs, memory, "
+     "reservations and the rest")),
     ("virtual_disk_manager.go",
      "\t\tif err := vdmCreateVirtualDisk(types.VirtualDeviceConfigSpecFileOperationCreate, req); err != nil {\n",
      "\t\tif err := cpiCreateVirtualDisk(req); err != nil {\n",

@@ -90,3 +90,23 @@ func (m *VirtualDiskManager) ExtendVirtualDiskTask(_ *Context, req *types.Extend
 		Res: &types.ExtendVirtualDisk_TaskResponse{Returnval: task.Run()},
 	}
 }
+
+// cpiConfigureClone applies a CloneVM_Task's spec.config to the clone, as vSphere does: 0.24
+// applied its device changes only (and extraConfig, given to the clone at its creation), so
+// a clone kept the source's CPUs, memory and reservations whatever the spec asked.
+func cpiConfigureClone(clone *VirtualMachine, config *types.VirtualMachineConfigSpec) types.BaseMethodFault {
+	if config == nil {
+		return nil
+	}
+	if config.DeviceChange != nil {
+		if fault := clone.configureDevices(&types.VirtualMachineConfigSpec{DeviceChange: config.DeviceChange}); fault != nil {
+			return fault
+		}
+	}
+	rest := *config
+	rest.DeviceChange = nil
+	rest.ExtraConfig = nil // given to the clone when it was made
+	rest.Name = ""
+	rest.Files = nil
+	return clone.configure(&rest)
+}

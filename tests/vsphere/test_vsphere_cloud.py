@@ -1,0 +1,223 @@
+"""What the vsphere cloud does with the official CPI's settings, through bin/cpi against the
+simulator, checked in the vCenter itself: the agent's settings on the CD-ROM, human-readable
+names, CPU reservations, DRS rules and groups (made, joined, and deleted with their last
+VM), IP conflicts refused, a disk moved to where the VM's pattern wants it, http_logging.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import ssl
+import urllib.request
+import uuid
+
+import pytest
+
+from cpi.clouds.vsphere import iso
+from tests.support.runner import Cpi
+from tests.vsphere import stemcell as stemcell_image
+from tests.vsphere import target as vsphere_target
+
+VM_TYPE = {"cpu": 2, "ram": 512, "disk": 1024}
+ENV = {"bosh": {"group": "d-dep-web", "groups": ["d", "dep", "web"]}}
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    return stemcell_image.build(tmp_path_factory.mktemp("vsphere-stemcell"))
+
+
+@pytest.fixture
+def cloud(vcsim, image, tmp_path, si):
+    """cpi(**overrides): a Cpi on a config of the simulator with those vsphere keys; the
+    stemcell made with the first is `cloud.stemcell`; everything made is gone afterwards."""
+
+    class Cloud:
+        stemcell = None
+
+        def cpi(self, **overrides) -> Cpi:
+            path = vsphere_target.write_config(tmp_path / f"cpi-{uuid.uuid4().hex[:8]}.json", vcsim, **overrides)
+            made = Cpi(path)
+            if self.stemcell is None:
+                self.stemcell = made("create_stemcell", str(image), {})
+                self.first = made
+            return made
+
+    made = Cloud()
+    yield made
+    if made.stemcell is not None:
+        made.first("delete_stemcell", made.stemcell)
+    vcenter = vsphere_target.Vcenter(vcsim)
+    try:
+        target = vsphere_target.VsphereTarget.__new__(vsphere_target.VsphereTarget)
+        target.vcenter = vcenter
+        assert target.leftovers() == {}
+    finally:
+        vcenter.close()
+
+
+def network(ip: str = "10.0.0.50") -> dict:
+    return {"default": {"type": "manual", "ip": ip, "netmask": "255.255.255.0", "gateway": "10.0.0.1",
+                        "dns": ["10.0.0.2"], "default": ["dns", "gateway"],
+                        "cloud_properties": {"name": vsphere_target.NETWORK}}}
+
+
+def vm_of(si, vm_cid: str):
+    return si.content.searchIndex.FindByInventoryPath(f"DC0/vm/{vsphere_target.VM_FOLDER}/{vm_cid}")
+
+
+def download(si, vcsim, datastore_path: str) -> bytes:
+    """A datastore file (`[ds] path`) through the vCenter's file service, as the test's own session."""
+    datastore, _, path = datastore_path[1:].partition("] ")
+    url = f"https://{vcsim.host}:{vcsim.port}/folder/{path}?dcPath=DC0&dsName={datastore}"
+    request = urllib.request.Request(url, headers={"Cookie": si._stub.cookie})
+    with urllib.request.urlopen(request, context=ssl._create_unverified_context(), timeout=30) as answer:
+        return answer.read()
+
+
+def test_the_agent_reads_its_settings_from_the_cd_rom_as_from_guestinfo(cloud, si, vcsim):
+    cpi = cloud.cpi()
+    vm_cid, networks = cpi("create_vm", "agent-env", cloud.stemcell, VM_TYPE, network(), [], ENV)
+    try:
+        vm = vm_of(si, vm_cid)
+        from pyVmomi import vim
+
+        cdrom = next(d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualCdrom))
+        assert cdrom.backing.fileName.endswith(f"{vm_cid}/env.iso") and cdrom.connectable.startConnected
+        on_cd = json.loads(iso.read_env(download(si, vcsim, cdrom.backing.fileName)))
+        extra = {o.key: o.value for o in vm.config.extraConfig}
+        assert json.loads(base64.b64decode(extra["guestinfo.userdata"])) == on_cd
+        assert on_cd["agent_id"] == "agent-env" and on_cd["vm"] == {"name": vm_cid, "id": vm._moId}
+        mac = next(d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualEthernetCard)).macAddress
+        assert on_cd["networks"]["default"]["mac"] == mac == networks["default"]["mac"]
+        assert on_cd["networks"]["default"]["ip"] == "10.0.0.50"
+        disks = {d.unitNumber: d.backing.fileName for d in vm.config.hardware.device
+                 if isinstance(d, vim.vm.device.VirtualDisk)}
+        assert disks[int(on_cd["disks"]["system"])].endswith(".vmdk")
+        assert disks[int(on_cd["disks"]["ephemeral"])].endswith(f"{vm_cid}/ephemeral_disk.vmdk")
+        assert on_cd["env"] == ENV and on_cd["disks"]["persistent"] == {}
+        assert (vm.config.hardware.numCPU, vm.config.hardware.memoryMB) == (2, 512)
+        assert str(vm.runtime.powerState) == "poweredOn"
+    finally:
+        cpi("delete_vm", vm_cid)
+    assert vm_of(si, vm_cid) is None
+
+
+def test_human_readable_names_cpu_reservation_and_http_logging(cloud, si):
+    cpi = cloud.cpi(enable_human_readable_name=True, cpu_reserve_full_mhz=True, http_logging=True,
+                    default_hw_version=15)
+    response = cpi.call("create_vm", "agent-named", cloud.stemcell, VM_TYPE, network(), [], ENV)
+    vm_cid = response.result[0]
+    try:
+        assert re.fullmatch(r"web_dep_[0-9a-f]{12}", vm_cid), vm_cid
+        assert cpi("has_vm", vm_cid) is True
+        vm = vm_of(si, vm_cid)
+        fastest = max(h.summary.hardware.cpuMhz for h in vm.resourcePool.owner.host)
+        assert vm.config.cpuAllocation.reservation == 2 * fastest
+        assert f"hardware upgrade of {vm_cid} to vmx-15: done" in response.log  # the stemcell has vmx-13
+        newest = cloud.cpi(upgrade_hw_version=True)
+        upgraded = newest.call("create_vm", "agent-newest", cloud.stemcell, VM_TYPE, network("10.0.0.52"), [], {})
+        assert f"hardware upgrade of {upgraded.result[0]} to the newest version: done" in upgraded.log
+        newest("delete_vm", upgraded.result[0])
+        assert re.search(r"http_logging: POST 127\.0\.0\.1:\d+/sdk VirtualMachine\.CloneVM_Task: answered in",
+                         response.log)
+        assert json.loads(cpi.config_path.read_text())["cloud"]["properties"]["vsphere"]["password"] not in response.log
+        plain = cloud.cpi()("create_vm", "agent-plain", cloud.stemcell, VM_TYPE, network("10.0.0.51"), [],
+                            {"bosh": {"groups": ["d", "dép", "web"]}})[0]
+        assert plain.startswith("vm-")  # not ASCII: the usual name
+        cpi("delete_vm", plain)
+    finally:
+        cpi("delete_vm", vm_cid)
+
+
+def test_drs_rules_and_groups_are_made_joined_and_deleted_with_their_last_vm(cloud, si):
+    from pyVim.task import WaitForTask
+    from pyVmomi import vim
+
+    cluster = si.content.searchIndex.FindByInventoryPath("DC0/host/DC0_C0")
+    operation = vim.option.ArrayUpdateSpec.Operation
+    WaitForTask(cluster.ReconfigureComputeResource_Task(spec=vim.cluster.ConfigSpecEx(groupSpec=[vim.cluster.GroupSpec(
+        operation=operation.add, info=vim.cluster.HostGroup(name="fast-hosts", host=[cluster.host[0]]))]), modify=True))
+    try:
+        cpi = cloud.cpi(datacenters=[{**_datacenter(), "persistent_datastore_pattern": "^LocalDS_", "clusters": [
+            {"DC0_C0": {"host_group": {"name": "fast-hosts", "drs_rule": "MUST"}}}]}],
+            enable_auto_anti_affinity_drs_rules=True)
+        vm_type = {**VM_TYPE, "vm_group": "web-vms"}
+        made = [cpi("create_vm", f"agent-drs-{i}", cloud.stemcell, vm_type, network(f"10.0.0.{60 + i}"), [], ENV)[0]
+                for i in range(2)]
+        vms = [vm_of(si, cid) for cid in made]
+        config = cluster.configurationEx
+        groups = {g.name: g for g in config.group}
+        rules = {r.name: r for r in config.rule}
+        assert set(groups["web-vms"].vm) == set(vms) == set(groups["fast-hostsMUST_vm_group"].vm)
+        tie = rules["fast-hostsMUST_vm_group_rule"]
+        assert (tie.vmGroupName, tie.affineHostGroupName, tie.mandatory) == ("fast-hostsMUST_vm_group", "fast-hosts",
+                                                                              True)
+        assert set(rules["d-dep-web"].vm) == set(vms)  # the automatic anti-affinity rule, by instance group
+        cpi("delete_vm", made[0])
+        assert {g.name for g in cluster.configurationEx.group} >= {"web-vms", "fast-hostsMUST_vm_group"}
+        cpi("delete_vm", made[1])
+        config = cluster.configurationEx
+        assert {g.name for g in config.group} == {"fast-hosts"}  # the VM groups went with their last VM
+        assert "fast-hostsMUST_vm_group_rule" not in {r.name for r in config.rule}
+    finally:
+        config = cluster.configurationEx
+        WaitForTask(cluster.ReconfigureComputeResource_Task(spec=vim.cluster.ConfigSpecEx(
+            groupSpec=[vim.cluster.GroupSpec(operation=operation.remove, removeKey=g.name) for g in config.group],
+            rulesSpec=[vim.cluster.RuleSpec(operation=operation.remove, removeKey=r.key) for r in config.rule]),
+            modify=True))
+
+
+def test_an_ip_another_vm_holds_on_the_same_network_is_refused(cloud, si):
+    from pyVim.task import WaitForTask
+    from pyVmomi import vim
+
+    cpi = cloud.cpi()
+    holder = si.content.searchIndex.FindByInventoryPath("DC0/vm/DC0_H0_VM0")  # a VM someone else made
+
+    def guest_ip(ip: str) -> None:  # what VMware Tools would report of its guest (the simulator's way to say it)
+        WaitForTask(holder.ReconfigVM_Task(spec=vim.vm.ConfigSpec(extraConfig=[
+            vim.option.OptionValue(key="SET.guest.ipAddress", value=ip)])))
+
+    guest_ip("10.0.0.70")
+    try:
+        assert "10.0.0.70" in holder.guest.net[0].ipAddress
+        refused = cpi.call("create_vm", "agent-twin", cloud.stemcell, VM_TYPE, network("10.0.0.70"), [], {})
+        assert refused.error["type"] == "Bosh::Clouds::VMCreationFailed" and not refused.error["ok_to_retry"]
+        assert f"IP 10.0.0.70 is in use on '{vsphere_target.NETWORK}' by VM 'DC0_H0_VM0'" in refused.error["message"]
+        folder = si.content.searchIndex.FindByInventoryPath(f"DC0/vm/{vsphere_target.VM_FOLDER}")
+        assert folder is None or not folder.childEntity  # refused before anything was made
+        allowed = cloud.cpi(ensure_no_ip_conflicts=False)
+        twin = allowed("create_vm", "agent-twin", cloud.stemcell, VM_TYPE, network("10.0.0.70"), [], {})[0]
+        allowed("delete_vm", twin)
+    finally:
+        guest_ip("")
+
+
+def test_attach_moves_a_disk_to_where_the_pattern_wants_it_and_says_so(cloud, si):
+    on_one = cloud.cpi(datacenters=[{**_datacenter(), "persistent_datastore_pattern": "^LocalDS_1$"}])
+    on_zero = cloud.cpi(datacenters=[{**_datacenter(), "persistent_datastore_pattern": "^LocalDS_0$"}])
+    disk_cid = on_one("create_disk", 1024, {}, None)
+    vm_cid = on_zero("create_vm", "agent-move", cloud.stemcell, VM_TYPE, network("10.0.0.80"), [], {})[0]
+    try:
+        attached = on_zero.call("attach_disk", vm_cid, disk_cid)
+        assert attached.error is None, attached.error
+        assert re.search(rf"moving {disk_cid} \(1024 MiB\) from datastore LocalDS_1 to LocalDS_0", attached.log)
+        from pyVmomi import vim
+
+        files = [d.backing.fileName for d in vm_of(si, vm_cid).config.hardware.device
+                 if isinstance(d, vim.vm.device.VirtualDisk)]
+        assert f"[LocalDS_0] {vsphere_target.DISK_PATH}/{disk_cid}.vmdk" in files
+        assert on_zero("get_disks", vm_cid) == [disk_cid]
+        on_zero("detach_disk", vm_cid, disk_cid)
+        assert on_one("has_disk", disk_cid) is True  # found wherever it is
+    finally:
+        on_zero("delete_vm", vm_cid)
+        on_zero("delete_disk", disk_cid)
+
+
+def _datacenter() -> dict:
+    return {"name": "DC0", "vm_folder": vsphere_target.VM_FOLDER, "template_folder": vsphere_target.TEMPLATE_FOLDER,
+            "disk_path": vsphere_target.DISK_PATH, "datastore_pattern": "^LocalDS_", "clusters": ["DC0_C0"]}
