@@ -167,7 +167,7 @@ def test_link_check_sees_a_broken_link(tmp_path):
 def test_docs_mark_their_pasteable_examples():
     assert [name for name, _ in pasteable_blocks("sh")].count("README.md") >= 1
     plugins = {json.loads(block)["cloud"]["plugin"] for _, block in pasteable_blocks("cpi.json")}
-    assert plugins >= {"local", "aws", "openstack"}
+    assert plugins >= {"local", "aws", "openstack", "vsphere"}
 
 
 def test_shell_examples_run_as_pasted(tmp_path):

@@ -235,3 +235,12 @@ def test_a_certificate_that_is_not_trusted_fails_at_once_saying_so(vcsim, tls):
     assert "CERTIFICATE_VERIFY_FAILED" in message and "connection_options.ca_cert" in message
     assert not failed.value.ok_to_retry
     session.forget()
+
+
+@pytest.mark.parametrize("options", [{"ca_cert": "not a certificate"}, {"ca_cert_file": "/nonexistent/ca.pem"}],
+                         ids=["ca_cert", "ca_cert_file"])
+def test_a_ca_that_is_not_a_certificate_is_named_as_the_setting_to_fix(vcsim, options):
+    with pytest.raises(CloudError) as failed:
+        session.get(vsphere_properties(vcsim, connection_options=options))
+    key = next(iter(options))
+    assert str(failed.value).startswith(f"connection_options.{key} holds no CA certificate"), failed.value

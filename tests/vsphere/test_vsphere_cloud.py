@@ -221,3 +221,44 @@ def test_attach_moves_a_disk_to_where_the_pattern_wants_it_and_says_so(cloud, si
 def _datacenter() -> dict:
     return {"name": "DC0", "vm_folder": vsphere_target.VM_FOLDER, "template_folder": vsphere_target.TEMPLATE_FOLDER,
             "disk_path": vsphere_target.DISK_PATH, "datastore_pattern": "^LocalDS_", "clusters": ["DC0_C0"]}
+
+
+def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcsim, tmp_path):
+    """`cpi validate --online`: networks, datastores, clusters and resource pools the
+    cloud-config names are looked up in the datacenter; cpi.json's patterns must match."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    config = vsphere_target.write_config(tmp_path / "cpi.json", vcsim, datacenters=[
+        {**_datacenter(), "persistent_datastore_pattern": "^NoSuchDS"}])
+    good = {"azs": [{"name": "z1", "cloud_properties": {"datacenters": [{"name": "DC0", "clusters": ["DC0_C0"]}]}}],
+            "vm_types": [{"name": "web", "cloud_properties": {**VM_TYPE, "datastores": ["LocalDS_0"]}}],
+            "disk_types": [{"name": "d", "disk_size": 1024, "cloud_properties": {"datastores": ["LocalDS_1"]}}],
+            "networks": [{"name": "default", "subnets": [{"range": "10.0.0.0/24", "az": "z1", "cloud_properties": {
+                "name": vsphere_target.NETWORK}}]}]}
+    bad = json.loads(json.dumps(good))
+    bad["azs"][0]["cloud_properties"]["datacenters"][0]["clusters"] = [{"DC0_C0": {"resource_pool": "nopool"}},
+                                                                       "nocluster"]
+    bad["vm_types"][0]["cloud_properties"]["datastores"] = ["LocalDS_9"]
+    bad["networks"][0]["subnets"][0]["cloud_properties"]["name"] = "no-such-pg"
+    results = {}
+    for name, cloud_config in (("good", good), ("bad", bad)):
+        path = tmp_path / f"{name}.yml"
+        path.write_text(yaml.safe_dump(cloud_config))
+        run = subprocess.run([sys.executable, "-m", "cpi.cli", "validate", str(path), "--config", str(config),
+                              "--online", "--json"], capture_output=True, text=True, timeout=120)
+        assert "Traceback" not in run.stderr, run.stderr
+        results[name] = (run.returncode, {f["path"]: f["problem"] for f in json.loads(run.stdout)["findings"]})
+    code, found = results["good"]
+    assert found == {"cpi.json: cloud.properties.vsphere.datacenters[0].persistent_datastore_pattern":
+                     "'^NoSuchDS' matches none of the datastores of 'DC0' (LocalDS_0, LocalDS_1)"}, found
+    code, found = results["bad"]
+    assert code == 1
+    assert found["networks[name=default].subnets[0].cloud_properties.name"] == \
+        "network 'no-such-pg' does not exist in datacenter 'DC0'"
+    assert found["vm_types[name=web].cloud_properties.datastores[0]"].startswith("datastore 'LocalDS_9' does not exist")
+    clusters = "azs[name=z1].cloud_properties.datacenters[0].clusters"
+    assert found[f"{clusters}[1]"] == "cluster 'nocluster' does not exist in datacenter 'DC0'"
+    assert "resource pool 'nopool' of cluster 'DC0_C0'" in found[f"{clusters}[0]"]

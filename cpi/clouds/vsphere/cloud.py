@@ -139,6 +139,12 @@ class VsphereCloud(Cloud):
     def available(self, offer: str):
         return self._inventory().available(offer)
 
+    @_boundary
+    def check_cloud_config(self, items: list) -> list:
+        from . import inspect  # `cpi validate --online`'s read-only checks: not on bin/cpi's path
+
+        return inspect.check_cloud_config(self, items)
+
     # -- stemcells
     @_boundary
     def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:

@@ -70,10 +70,11 @@ _SAFE_METHODS = frozenset({"Login", "Logout", "CreateContainerView", "DestroyVie
                            "DestroyPropertyFilter", "CreatePropertyCollector", "DestroyPropertyCollector",
                            # repeated, these end where one would, or with a fault their callers take
                            # as done (InvalidPowerState, ManagedObjectNotFound, FileNotFound,
-                           # FileAlreadyExists, DuplicateName)
+                           # FileAlreadyExists, DuplicateName, AlreadyUpgraded)
                            "setCustomValue", "AddCustomFieldDef", "MakeDirectory", "CreateFolder", "CancelTask",
                            "HttpNfcLeaseProgress", "HttpNfcLeaseAbort", "PowerOnVM_Task", "PowerOffVM_Task",
-                           "ResetVM_Task", "Destroy_Task", "DeleteVirtualDisk_Task", "DeleteDatastoreFile_Task"})
+                           "ResetVM_Task", "Destroy_Task", "DeleteVirtualDisk_Task", "DeleteDatastoreFile_Task",
+                           "UpgradeVM_Task"})
 
 
 def endpoint(properties: VsphereProperties) -> tuple[str, int]:
@@ -103,7 +104,12 @@ def ssl_context(properties: VsphereProperties) -> ssl.SSLContext:
         context.verify_mode = ssl.CERT_NONE
         return context
     if ca_text or ca_file:
-        return ssl.create_default_context(cafile=ca_file, cadata=ca_text)
+        try:
+            return ssl.create_default_context(cafile=ca_file, cadata=ca_text)
+        except (ssl.SSLError, OSError) as exc:
+            key = "connection_options.ca_cert_file" if ca_file else "connection_options.ca_cert"
+            raise CloudError(f"{key} holds no CA certificate this CPI can read (PEM text, '-----BEGIN "
+                             f"CERTIFICATE-----' ...): {exc.strerror or exc}") from None
     return ssl.create_default_context()
 
 

@@ -40,7 +40,7 @@ WAIT_SLICE = 60
 #: how many times a task whose start was lost, and not carried out, is started in all
 STARTS = 4
 #: how many property collectors one look may make, each found gone with a dropped session
-REOPENS = 4
+REOPENS = 8
 
 
 class _Watch:

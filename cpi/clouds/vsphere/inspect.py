@@ -1,0 +1,62 @@
+"""`cpi validate --online` for the vsphere cloud: read-only lookups that check what a
+cloud-config's cloud_properties name exists in the datacenter (networks, datastores,
+clusters and their resource pools), and that cpi.json's clusters exist and its datastore
+patterns match a datastore. A network is one request whatever the number of port groups;
+the datastores are one request for them all."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cpi.clouds.findings import VM_KINDS, Finding, Item, missing, references
+from cpi.errors import CloudError
+
+from . import lookups
+
+if TYPE_CHECKING:
+    from .cloud import VsphereCloud
+
+SPEC = {"vm": {"datastores": "datastore"}, "network": {"name": "network"}, "disk_type": {"datastores": "datastore"}}
+CONFIG = "cpi.json: cloud.properties.vsphere.datacenters[0]"
+
+
+def check_cloud_config(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
+    place = cloud.place
+    dc = place.config.name
+    refs = references(items, SPEC)
+    findings: list[Finding] = []
+    datastores = {d.name for d in place.datacenter_datastores()}
+    findings += missing(refs, "datastore", datastores, "datastore")
+    for name, paths in refs.get("network", {}).items():
+        try:
+            lookups.network(cloud.session, dc, name)
+        except CloudError:
+            findings += [Finding(path, f"network '{name}' does not exist in datacenter '{dc}'") for path in paths]
+    clusters = [(f"{CONFIG}.clusters[{i}]", name, settings)
+                for i, entry in enumerate(place.config.clusters) for name, settings in entry.items()]
+    for item in items:
+        if item.kind not in VM_KINDS:
+            continue
+        for d, datacenter in enumerate(item.properties.get("datacenters") or []):
+            for c, entry in enumerate((datacenter or {}).get("clusters") or []):
+                named = entry.items() if isinstance(entry, dict) else [(entry, {})]
+                for name, settings in named:
+                    clusters.append((f"{item.path}.datacenters[{d}].clusters[{c}]", name, settings or {}))
+    for path, name, settings in clusters:
+        pool = settings.get("resource_pool") if isinstance(settings, dict) else settings.resource_pool
+        try:
+            lookups.cluster(cloud.session, dc, name)
+        except CloudError:
+            findings.append(Finding(path, f"cluster '{name}' does not exist in datacenter '{dc}'"))
+            continue
+        if pool:
+            try:
+                lookups.resource_pool(cloud.session, dc, name, pool)
+            except CloudError as exc:
+                findings.append(Finding(path, exc.message))
+    for key in ("datastore_pattern", "persistent_datastore_pattern"):
+        pattern = getattr(place.config, key)
+        if pattern and not place.matching(place.datacenter_datastores(), pattern):
+            findings.append(Finding(f"{CONFIG}.{key}", f"'{pattern}' matches none of the datastores of '{dc}' "
+                                    f"({', '.join(sorted(datastores)) or 'none'})"))
+    return findings
