@@ -337,13 +337,16 @@ def test_a_killed_client_ends_its_call_at_once(tmp_path, signum):
     try:
         start_helper(local.config_path)
         helper = helper_pid()
+        # the worker of a ping that start_helper sent may not be gone (or reaped) yet: this
+        # call's worker is the child that was not there before it
+        before = set(_children(helper))
         client = subprocess.Popen([str(BIN_CPI), str(local.config_path)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=WARM, cwd="/")
         client.stdin.write(json.dumps(local.cpi.request("create_disk", 16, {}, None)).encode())
         client.stdin.close()
         client.stdin = None
-        _until(lambda: _children(helper), 10, "no worker took the call")
-        (worker,) = _children(helper)
+        _until(lambda: set(_children(helper)) - before, 10, "no worker took the call")
+        (worker,) = set(_children(helper)) - before
         time.sleep(0.5)  # in the fault's delay
         client.send_signal(signum)
         client.communicate(timeout=10)

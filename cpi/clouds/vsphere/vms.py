@@ -228,6 +228,8 @@ class Vms:
 
         made = list(vm.config.hardware.device)
         cards = devices.nics(made)
+        if len(cards) != len(nets):
+            raise VMCreationFailed(f"the vCenter made {vm_cid} with {len(cards)} NIC(s) for {len(nets)} network(s)")
         out = {}
         for (name, net), card in zip(nets.items(), cards, strict=True):
             wired = net.wire()
