@@ -262,3 +262,46 @@ def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcs
     clusters = "azs[name=z1].cloud_properties.datacenters[0].clusters"
     assert found[f"{clusters}[1]"] == "cluster 'nocluster' does not exist in datacenter 'DC0'"
     assert "resource pool 'nopool' of cluster 'DC0_C0'" in found[f"{clusters}[0]"]
+
+
+class Rest:
+    """The vSphere Automation REST API of the simulator, as the test's own client."""
+
+    def __init__(self, vcsim):
+        self.base = f"https://{vcsim.host}:{vcsim.port}/rest/com/vmware/cis"
+        basic = base64.b64encode(f"{vcsim.username}:{vcsim.password}".encode()).decode()
+        self.token = self.call("POST", "/session", headers={"Authorization": f"Basic {basic}"})
+
+    def call(self, method: str, path: str, body=None, headers=None):
+        data = json.dumps(body).encode() if body is not None else None
+        sent = {"Content-Type": "application/json", **(headers or {"vmware-api-session-id": self.token})}
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=sent)
+        with urllib.request.urlopen(request, context=ssl._create_unverified_context(), timeout=30) as answer:
+            payload = answer.read()
+        return json.loads(payload)["value"] if payload else None
+
+
+def test_tags_are_attached_and_a_missing_one_refuses_the_vm_before_anything_is_made(cloud, vcsim, si):
+    rest = Rest(vcsim)
+    category = rest.call("POST", "/tagging/category", {"create_spec": {
+        "name": "cpi-env", "description": "", "cardinality": "MULTIPLE", "associable_types": ["VirtualMachine"]}})
+    tag = rest.call("POST", "/tagging/tag", {"create_spec": {"name": "production", "description": "",
+                                                             "category_id": category}})
+    cpi = cloud.cpi()
+    tagged = {**VM_TYPE, "tags": [{"category": "cpi-env", "tag": "production"}]}
+    vm_cid = cpi("create_vm", "agent-tags", cloud.stemcell, tagged, network("10.0.0.90"), [], {})[0]
+    try:
+        vm = vm_of(si, vm_cid)
+        attached = rest.call("POST", "/tagging/tag-association?~action=list-attached-tags",
+                             {"object_id": {"id": vm._moId, "type": "VirtualMachine"}})
+        assert attached == [tag]
+    finally:
+        cpi("delete_vm", vm_cid)
+    for wanted, message in (({"category": "cpi-env", "tag": "staging"}, "no tag 'staging' in category 'cpi-env'"),
+                            ({"category": "nope", "tag": "production"}, "no tag category 'nope'")):
+        refused = cpi.call("create_vm", "agent-untagged", cloud.stemcell, {**VM_TYPE, "tags": [wanted]},
+                           network("10.0.0.91"), [], {})
+        assert refused.error["type"] == "Bosh::Clouds::VMCreationFailed" and message in refused.error["message"]
+        folder = si.content.searchIndex.FindByInventoryPath(f"DC0/vm/{vsphere_target.VM_FOLDER}")
+        assert folder is None or not folder.childEntity
+    assert vcsim.password not in refused.log

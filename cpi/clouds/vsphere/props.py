@@ -544,8 +544,8 @@ class VMCloudProperties(_Strict):
     in a cluster and datastore with room for its memory and disks, near its persistent disks,
     with an ephemeral disk of `disk` MiB; the agent's settings reach it on a CD-ROM image.
     Not driven yet: create_vm fails with VMCreationFailed, before it makes anything, for a
-    vm_type that sets `vgpus`, `pci_passthroughs`, `device_groups`, `nsx`, `nsxt`,
-    `storage_policy` or `tags` (keep the official CPI for those VMs)."""
+    vm_type that sets `vgpus`, `pci_passthroughs`, `device_groups`, `nsx`, `nsxt` or
+    `storage_policy` (keep the official CPI for those VMs)."""
 
     cpu: StrictInt = Field(..., ge=1, description="Number of vCPUs.")
     ram: StrictInt = Field(..., ge=1, description="Memory in MiB.")

@@ -36,19 +36,21 @@ def datastore_path(datacenter: str, datastore: str, path: str) -> str:
 
 
 def request(session: Session, method: str, path: str, *, body: bytes | None = None, ok: tuple[int, ...] = (200, 201),
-            content_type: str = "application/octet-stream") -> tuple[int, bytes]:
-    """(status, body) of one request to the vCenter; a status outside `ok` (and not 404,
-    which callers read as "not there") fails as a CloudError naming the request."""
+            content_type: str = "application/octet-stream", headers: dict[str, str] | None = None
+            ) -> tuple[int, bytes]:
+    """(status, body) of one request to the vCenter, with the session's cookie (or, given,
+    `headers` instead: the REST API's own session); a status outside `ok` (and not 404, which
+    callers read as "not there") fails as a CloudError naming the request."""
     what = f"{method} {path.split('?', 1)[0]}"
 
     def send() -> tuple[int, bytes]:
         session.requests += 1
         connection = session.open_connection()
         try:
-            headers = {"Cookie": session.cookie}
+            sent = dict(headers) if headers is not None else {"Cookie": session.cookie}
             if body is not None:
-                headers["Content-Type"] = content_type
-            connection.request(method, path, body=body, headers=headers)
+                sent["Content-Type"] = content_type
+            connection.request(method, path, body=body, headers=sent)
             response = connection.getresponse()
             data = response.read()
         finally:

@@ -40,7 +40,7 @@ log = logging.getLogger("cpi.clouds.vsphere")
 #: than a VM made without it
 #: extraConfig keys that say whose a VM is (invisible in the vSphere client, free to set in the clone)
 ORIGIN_KEYS = {"agent_id": "bosh.agent_id", "director_uuid": "bosh.director_uuid"}
-_NOT_YET = ("vgpus", "pci_passthroughs", "device_groups", "nsx", "nsxt", "storage_policy", "tags")
+_NOT_YET = ("vgpus", "pci_passthroughs", "device_groups", "nsx", "nsxt", "storage_policy")
 
 
 class Vms:
@@ -92,6 +92,7 @@ class Vms:
             raise VMCreationFailed("vm_type datastores: datastore clusters (Storage DRS) are not driven by this CPI "
                                    "yet; name datastores", ok_to_retry=False)
         vm_cid = self._name(env)
+        tag_ids = self._tags(props)
         if self.properties.ensure_no_ip_conflicts:
             ip_conflicts.check(self.session, self.place, nets)
         placements = self.place.clusters(props.datacenters[0].clusters if props.datacenters else None)
@@ -117,12 +118,26 @@ class Vms:
         try:
             networks_out = self._finish(vm, vm_cid, agent_id, props, nets, env, datastore, cluster_settings,
                                         pool.owner)
+            if tag_ids:
+                from .tags import Tagging
+
+                with Tagging(self.session) as tagging:
+                    tagging.attach(tag_ids, vm)
         except BaseException as exc:
             self._discard(vm, vm_cid)
             if isinstance(exc, BoshError) and not isinstance(exc, VMCreationFailed):
                 raise VMCreationFailed(exc.message, ok_to_retry=exc.ok_to_retry) from None
             raise
         return vm_cid, networks_out
+
+    def _tags(self, props: VMCloudProperties) -> list[str]:
+        """The ids of the vm_type's tags, found before anything is made."""
+        if not props.tags:
+            return []
+        from .tags import Tagging
+
+        with Tagging(self.session) as tagging:
+            return tagging.resolve(props.tags)
 
     def _name(self, env: dict) -> str:
         """`vm-<uuid>`, or with `enable_human_readable_name` `<instance group>_<deployment>_<12
