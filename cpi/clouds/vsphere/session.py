@@ -56,8 +56,9 @@ SDK_PATH = "/sdk"
 KEEPALIVE_IDLE = 30
 KEEPALIVE_INTERVAL = 10
 KEEPALIVE_COUNT = 3
-#: how many times one request logs in again when the vCenter says the session is gone, before
-#: it fails: a vCenter that drops every new session (a session limit reached) is not asked for ever
+#: how many times in a row one attempt of a request logs in again when the vCenter says the
+#: session is gone, before it fails: a vCenter that drops every new session (a session limit
+#: reached) is not asked for ever
 RELOGINS = 3
 #: pooled idle connections older than this are closed rather than reused (vCenter's reverse
 #: proxy drops idle connections after a few minutes; a stale one costs a failed attempt)
@@ -186,6 +187,7 @@ def _make_stub_class():
 
             def attempt():
                 nonlocal relogins
+                relogins = 0  # counted per attempt: a retry after a wire failure starts afresh
                 while True:
                     try:
                         return send()

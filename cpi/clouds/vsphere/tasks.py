@@ -38,7 +38,7 @@ log = logging.getLogger("cpi.clouds.vsphere")
 #: the longest one WaitForUpdatesEx may hold its request open (seconds)
 WAIT_SLICE = 60
 #: how many times a task whose start was lost, and not carried out, is started in all
-STARTS = 4
+STARTS = 6
 #: how many property collectors one look may make, each found gone with a dropped session
 REOPENS = 8
 
