@@ -147,10 +147,24 @@ class VsphereTarget(Target):
         return self.vcenter.custom_values(self.vcenter.vms(TEMPLATE_FOLDER)[stemcell_cid])
 
     def offered_resources(self, vm_cloud_properties: dict[str, Any]) -> dict[str, int]:
-        """A VM made with these cloud_properties, as the vCenter describes it: the numbers
-        are the vm_type's own on vSphere, so one is made and read."""
-        return {"cpu": vm_cloud_properties["cpu"], "ram": vm_cloud_properties["ram"],
-                "ephemeral_disk": vm_cloud_properties["disk"]}
+        """A VM made with these cloud_properties, as the vCenter describes it: on vSphere the
+        vm_type sizes the VM itself, so one is made, read and deleted."""
+        from pyVmomi import vim
+
+        stemcell_cid = self.cpi("create_stemcell", *self.stemcell_args())
+        try:
+            vm_cid = self.cpi("create_vm", "agent-offered", stemcell_cid, vm_cloud_properties,
+                              self.manual_network(199), [], {})[0]
+            try:
+                hardware = self.vcenter.vms(VM_FOLDER)[vm_cid].config.hardware
+                ephemeral = next(d for d in hardware.device if isinstance(d, vim.vm.device.VirtualDisk)
+                                 and d.backing.fileName.endswith("/ephemeral_disk.vmdk"))
+                return {"cpu": hardware.numCPU, "ram": hardware.memoryMB,
+                        "ephemeral_disk": ephemeral.capacityInKB // 1024}
+            finally:
+                self.cpi("delete_vm", vm_cid)
+        finally:
+            self.cpi("delete_stemcell", stemcell_cid)
 
     def settings(self, vm_cid: str) -> dict:
         """The agent settings the VM boots with, from its guestinfo.userdata."""

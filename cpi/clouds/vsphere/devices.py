@@ -50,6 +50,12 @@ def system(devices: list[Any], disk_path: str) -> Any:
     return next((d for d in disks(devices) if id(d) not in others), None)
 
 
+def uuid_enabled(extra_config: dict[str, Any]) -> bool:
+    """Whether the VM's extraConfig (vmx options) sets `disk.enableUUID`: the agent then finds
+    disks by UUID, as the official CPI hands them over."""
+    return str(extra_config.get("disk.enableUUID", "")).upper() in ("TRUE", "1")
+
+
 def scsi_controller(devices: list[Any]) -> Any:
     return next((d for d in devices if isinstance(d, _vim().vm.device.VirtualSCSIController)), None)
 

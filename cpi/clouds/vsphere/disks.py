@@ -35,7 +35,7 @@ from cpi.errors import NotImplemented as CpiNotImplemented
 from cpi.validation import parse
 
 from . import devices, errors, tasks, transfer
-from .place import Datastore, Place, describe, pick
+from .place import Datastore, Place, datastore_names, describe, pick
 from .props import DiskCloudProperties
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class Disks:
         from pyVmomi import vim
 
         props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
-        names = [entry for entry in props.datastores or [] if isinstance(entry, str)] or None
+        names = datastore_names(props.datastores)
         pattern = "^(" + "|".join(re.escape(n) for n in names) + ")$" if names else \
             self.place.config.persistent_datastore_pattern
         if vm_cid:
@@ -239,8 +239,7 @@ class Disks:
             return self._hint(vm, attached)
 
     def _hint(self, vm: Any, disk: Any) -> Any:
-        extra = {o.key: o.value for o in vm.config.extraConfig or []}
-        if str(extra.get("disk.enableUUID", "")).upper() in ("TRUE", "1") and disk.backing.uuid:
+        if devices.uuid_enabled({o.key: o.value for o in vm.config.extraConfig or []}) and disk.backing.uuid:
             return {"id": disk.backing.uuid.lower()}
         return str(disk.unitNumber)
 
@@ -326,7 +325,7 @@ class Disks:
         found = self.require(raw)
         if props.type and props.type != self.properties.default_disk_type:
             raise NotSupported(f"update_disk: vSphere cannot turn disk '{raw}' into a {props.type} disk in place")
-        if props.datastores and not any(found.datastore.name == n for n in props.datastores if isinstance(n, str)):
+        if props.datastores and found.datastore.name not in (datastore_names(props.datastores) or []):
             raise NotSupported(f"update_disk: disk '{raw}' is on datastore {found.datastore.name}, not one the "
                                "disk_type names")
         self.resize(raw, new_mib)

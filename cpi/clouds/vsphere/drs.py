@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("cpi.clouds.vsphere")
 
 
+def _locked(properties: VsphereProperties, cluster: Any):
+    """The lock every change of one cluster's rules and groups is made under."""
+    return locks.locked(properties.lock_directory(), f"vsphere-drs {cluster._moId}", timeout=properties.task_timeout)
+
+
 def _reconfigure(session: Session, cluster: Any, spec: Any, what: str, done: Any) -> None:
     tasks.run(session, lambda: cluster.ReconfigureComputeResource_Task(spec=spec, modify=True), what, done=done)
 
@@ -33,7 +38,7 @@ def add_to_anti_affinity_rule(session: Session, properties: VsphereProperties, c
     """Put `vm` in the cluster's anti-affinity rule `name`, made when missing."""
     from pyVmomi import vim
 
-    with locks.locked(properties.lock_directory(), f"vsphere-drs {cluster._moId}", timeout=properties.task_timeout):
+    with _locked(properties, cluster):
         rules = cluster.configurationEx.rule or []
         existing = next((r for r in rules if r.name == name), None)
         if existing is not None and not isinstance(existing, vim.cluster.AntiAffinityRuleSpec):
@@ -60,7 +65,7 @@ def disable_drs(session: Session, properties: VsphereProperties, cluster: Any, v
     """Keep DRS from moving `vm` (the vm_type's `disable_drs`)."""
     from pyVmomi import vim
 
-    with locks.locked(properties.lock_directory(), f"vsphere-drs {cluster._moId}", timeout=properties.task_timeout):
+    with _locked(properties, cluster):
         info = vim.cluster.DrsVmConfigInfo(key=vm, enabled=False)
         spec = vim.cluster.ConfigSpecEx(drsVmConfigSpec=[vim.cluster.DrsVmConfigSpec(
             operation=vim.option.ArrayUpdateSpec.Operation.add, info=info)])
@@ -74,7 +79,7 @@ def add_to_vm_group(session: Session, properties: VsphereProperties, cluster: An
     """Put `vm` in the cluster's DRS VM group `name`, made when missing (a vm_type's `vm_group`)."""
     from pyVmomi import vim
 
-    with locks.locked(properties.lock_directory(), f"vsphere-drs {cluster._moId}", timeout=properties.task_timeout):
+    with _locked(properties, cluster):
         group = next((g for g in cluster.configurationEx.group or []
                       if g.name == name and isinstance(g, vim.cluster.VmGroup)), None)
         operation = vim.option.ArrayUpdateSpec.Operation
@@ -105,7 +110,7 @@ def tie_to_host_group(session: Session, properties: VsphereProperties, cluster: 
     vm_group = f"{host_group}{rule}_vm_group"
     add_to_vm_group(session, properties, cluster, vm_group, vm)
     rule_name = f"{vm_group}_rule"
-    with locks.locked(properties.lock_directory(), f"vsphere-drs {cluster._moId}", timeout=properties.task_timeout):
+    with _locked(properties, cluster):
         if any(r.name == rule_name for r in cluster.configurationEx.rule or []):
             return
         info = vim.cluster.VmHostRuleInfo(name=rule_name, enabled=True, mandatory=rule == "MUST",
@@ -124,7 +129,7 @@ def leave_groups(session: Session, properties: VsphereProperties, cluster: Any, 
 
     if not any(isinstance(g, vim.cluster.VmGroup) and vm in (g.vm or []) for g in cluster.configurationEx.group or []):
         return
-    with locks.locked(properties.lock_directory(), f"vsphere-drs {cluster._moId}", timeout=properties.task_timeout):
+    with _locked(properties, cluster):
         config = cluster.configurationEx
         operation = vim.option.ArrayUpdateSpec.Operation
         groups, emptied = [], []

@@ -53,6 +53,12 @@ def pick(candidates: list[Datastore], need_mib: int, rng: random.Random | None =
     return (rng or random).choices(fitting, weights=[d.free_mib - need_mib for d in fitting])[0]
 
 
+def datastore_names(storage: list | None) -> list[str] | None:
+    """The exact datastore names of a vm_type's or disk_type's `datastores` (its datastore
+    clusters entry aside); None when it names none."""
+    return [entry for entry in storage or [] if isinstance(entry, str)] or None
+
+
 def describe(candidates: list[Datastore]) -> str:
     """The candidates as an error names them: each with its free space, and why it is out."""
     if not candidates:

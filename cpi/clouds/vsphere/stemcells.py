@@ -31,7 +31,7 @@ from cpi import locks, waits
 from cpi.errors import CloudError
 
 from . import collector, errors, metadata, tasks, transfer
-from .place import Place
+from .place import Place, describe, pick
 
 if TYPE_CHECKING:
     from .session import Session
@@ -102,8 +102,6 @@ class Stemcells:
             cluster = pool.owner
             candidates = self.place.matching(self.place.datastores(list(cluster.datastore)),
                                              self.place.config.datastore_pattern)
-            from .place import describe, pick
-
             datastore = pick(candidates, disks_mib)
             if datastore is None:
                 raise CloudError(f"create_stemcell: no datastore of cluster '{cluster_name}' matching "

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("cpi.clouds.vsphere")
 
 CHUNK = 1 << 20
+#: an NFC lease expires after about five minutes without progress
+PROGRESS_EVERY = 30.0
 
 
 def datastore_path(datacenter: str, datastore: str, path: str) -> str:
@@ -105,7 +107,3 @@ def upload(session: Session, url: str, source: BinaryIO, size: int, *, method: s
         raise session.translate(http.client.HTTPException(f"{response.status} {response.reason}"), what)
     elapsed = time.monotonic() - started
     log.info("%s: %d MiB in %.1fs", what, size >> 20, elapsed)
-
-
-#: an NFC lease expires after about five minutes without progress
-PROGRESS_EVERY = 30.0

@@ -27,7 +27,7 @@ from cpi.models import Network, VMResources
 from cpi.validation import parse
 
 from . import collector, devices, drs, errors, ip_conflicts, lookups, metadata, tasks, transfer
-from .place import Place, describe, pick
+from .place import HEADROOM_MIB, Place, datastore_names, describe, pick
 from .props import VMCloudProperties
 from .stemcells import StemcellMissing, Stemcells
 
@@ -36,10 +36,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
-#: what needs a vSphere feature this CPI does not drive yet: refused, naming the key, rather
-#: than a VM made without it
 #: extraConfig keys that say whose a VM is (invisible in the vSphere client, free to set in the clone)
 ORIGIN_KEYS = {"agent_id": "bosh.agent_id", "director_uuid": "bosh.director_uuid"}
+#: what needs a vSphere feature this CPI does not drive yet: refused, naming the key, rather
+#: than a VM made without it
 _NOT_YET = ("vgpus", "pci_passthroughs", "device_groups", "nsx", "nsxt", "storage_policy")
 
 
@@ -88,7 +88,7 @@ class Vms:
         if self.properties.vm_storage_policy_name:
             raise VMCreationFailed("vm_storage_policy_name: this CPI does not apply storage policies (SPBM) yet; keep "
                                    "the official CPI for these VMs (docs/vsphere.md)", ok_to_retry=False)
-        if any(not isinstance(entry, str) for entry in props.datastores or []) and not _names(props.datastores):
+        if props.datastores and not datastore_names(props.datastores):
             raise VMCreationFailed("vm_type datastores: datastore clusters (Storage DRS) are not driven by this CPI "
                                    "yet; name datastores", ok_to_retry=False)
         vm_cid = self._name(env)
@@ -145,8 +145,7 @@ class Vms:
         unique = uuid.uuid4()
         groups = ((env or {}).get("bosh") or {}).get("groups") or []
         if self.properties.enable_human_readable_name and len(groups) >= 3:
-            director, deployment, instance_group = (str(g) for g in groups[:3])
-            del director
+            _, deployment, instance_group = (str(g) for g in groups[:3])
             readable = f"{instance_group}_{deployment}"
             if readable.isascii() and re.fullmatch(r"[A-Za-z0-9_.-]+", readable):
                 return f"{readable[:80 - 13]}_{unique.hex[:12]}"
@@ -180,13 +179,13 @@ class Vms:
         for cluster_name, settings in random.sample(placements, len(placements)):
             pool = lookups.resource_pool(self.session, self.place.config.name, cluster_name, settings.resource_pool)
             candidates = self.place.matching(self.place.datastores(list(pool.owner.datastore)),
-                                             self.place.config.datastore_pattern, _names(props.datastores))
+                                             self.place.config.datastore_pattern, datastore_names(props.datastores))
             chosen = pick(candidates, need)
             if chosen is not None:
                 return cluster_name, settings, pool, chosen
             tried.append(f"cluster '{cluster_name}': {describe(candidates)}")
         raise VMCreationFailed(f"no datastore for the VM's {need} MiB (ephemeral disk and memory) with "
-                               f"{1024} MiB to spare matches "
+                               f"{HEADROOM_MIB} MiB to spare matches "
                                f"{'the vm_type datastores' if props.datastores else 'datastore_pattern'}: "
                                + "; ".join(tried), ok_to_retry=False)
 
@@ -219,9 +218,8 @@ class Vms:
         if props.root_disk_size_gb:
             system = devices.system(template_devices, self.place.config.disk_path)
             if system is not None:
-                grown = system
-                grown.capacityInKB = props.root_disk_size_gb * 1024 * 1024
-                changes.append(devices.edit(grown))
+                system.capacityInKB = props.root_disk_size_gb * 1024 * 1024
+                changes.append(devices.edit(system))
         extra = self._extra(props)
         config = vim.vm.ConfigSpec(
             numCPUs=props.cpu, memoryMB=props.ram, deviceChange=changes,
@@ -250,7 +248,7 @@ class Vms:
             wired = net.wire()
             wired["mac"] = card.macAddress
             out[name] = wired
-        uuid_disks = str(self._extra(props).get("disk.enableUUID", "")).upper() in ("TRUE", "1")
+        uuid_disks = devices.uuid_enabled(self._extra(props))
         system = devices.system(made, self.place.config.disk_path)
         ephemeral = devices.ephemeral(made)
         settings = agent_env.settings(
@@ -262,7 +260,7 @@ class Vms:
         settings["vm"]["id"] = vm._moId
         document = json.dumps(settings).encode()
         self._write_env(vm, vm_cid, datastore, document, made)
-        rules = (cluster_settings.drs_rules if hasattr(cluster_settings, "drs_rules") else None) or []
+        rules = getattr(cluster_settings, "drs_rules", None) or []  # cpi.json's clusters have none
         for rule in rules:
             drs.add_to_anti_affinity_rule(self.session, self.properties, cluster, rule.name, vm)
         if not rules and self.properties.enable_auto_anti_affinity_drs_rules:
@@ -398,13 +396,6 @@ class Vms:
     def calculate_cloud_properties(resources: VMResources) -> dict[str, Any]:
         """The vm_type keys for these resources: vSphere sizes a VM exactly as asked."""
         return {"cpu": resources.cpu, "ram": resources.ram, "disk": max(resources.ephemeral_disk_size, 1)}
-
-
-def _names(storage: list | None) -> list[str] | None:
-    """The exact datastore names of a `datastores` list (its datastore clusters entry aside)."""
-    if not storage:
-        return None
-    return [entry for entry in storage if isinstance(entry, str)] or None
 
 
 def _directory(present: list[Any]) -> str | None:
