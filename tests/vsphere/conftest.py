@@ -3,10 +3,15 @@ built and started once per session, and a pyvmomi connection to it."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from tests.support import vcsim as vcsim_server
+from tests.support.runner import Cpi
 from tests.support.vcsim import pytest_collection_finish  # noqa: F401  (install and build before the first test)
+from tests.vsphere import stemcell as stemcell_image
+from tests.vsphere import target as vsphere_target
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +53,37 @@ def properties(vcsim):
 
     yield vsphere_properties(vcsim)
     session.forget()
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    return stemcell_image.build(tmp_path_factory.mktemp("vsphere-stemcell"))
+
+
+@pytest.fixture
+def cloud(vcsim, image, tmp_path, si):
+    """cpi(**overrides): a Cpi on a config of the simulator with those vsphere keys; the
+    stemcell made with the first is `cloud.stemcell`; everything made is gone afterwards."""
+
+    class Cloud:
+        stemcell = None
+
+        def cpi(self, **overrides) -> Cpi:
+            path = vsphere_target.write_config(tmp_path / f"cpi-{uuid.uuid4().hex[:8]}.json", vcsim, **overrides)
+            made = Cpi(path)
+            if self.stemcell is None:
+                self.stemcell = made("create_stemcell", str(image), {})
+                self.first = made
+            return made
+
+    made = Cloud()
+    yield made
+    if made.stemcell is not None:
+        made.first("delete_stemcell", made.stemcell)
+    vcenter = vsphere_target.Vcenter(vcsim)
+    try:
+        target = vsphere_target.VsphereTarget.__new__(vsphere_target.VsphereTarget)
+        target.vcenter = vcenter
+        assert target.leftovers() == {}
+    finally:
+        vcenter.close()

@@ -10,11 +10,14 @@ from tests.vsphere.vcsim import patch
 
 
 def _package(tmp_path):
-    """A fake simulator package holding each line the patch edits, once."""
+    """A fake simulator package holding each line the patch edits, once (and beside it the
+    other govmomi packages an edit names by a relative path)."""
+    package = tmp_path / "simulator"
     for name, old, _new, _why in patch.EDITS:
-        path = tmp_path / name
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text((path.read_text() if path.exists() else "package simulator\n") + old)
-    return tmp_path
+    return package
 
 
 def test_the_patch_edits_each_line_once_and_adds_its_go_file(tmp_path):

@@ -11,51 +11,12 @@ import json
 import re
 import ssl
 import urllib.request
-import uuid
-
-import pytest
 
 from cpi.clouds.vsphere import iso
-from tests.support.runner import Cpi
-from tests.vsphere import stemcell as stemcell_image
 from tests.vsphere import target as vsphere_target
 
 VM_TYPE = {"cpu": 2, "ram": 512, "disk": 1024}
 ENV = {"bosh": {"group": "d-dep-web", "groups": ["d", "dep", "web"]}}
-
-
-@pytest.fixture(scope="module")
-def image(tmp_path_factory):
-    return stemcell_image.build(tmp_path_factory.mktemp("vsphere-stemcell"))
-
-
-@pytest.fixture
-def cloud(vcsim, image, tmp_path, si):
-    """cpi(**overrides): a Cpi on a config of the simulator with those vsphere keys; the
-    stemcell made with the first is `cloud.stemcell`; everything made is gone afterwards."""
-
-    class Cloud:
-        stemcell = None
-
-        def cpi(self, **overrides) -> Cpi:
-            path = vsphere_target.write_config(tmp_path / f"cpi-{uuid.uuid4().hex[:8]}.json", vcsim, **overrides)
-            made = Cpi(path)
-            if self.stemcell is None:
-                self.stemcell = made("create_stemcell", str(image), {})
-                self.first = made
-            return made
-
-    made = Cloud()
-    yield made
-    if made.stemcell is not None:
-        made.first("delete_stemcell", made.stemcell)
-    vcenter = vsphere_target.Vcenter(vcsim)
-    try:
-        target = vsphere_target.VsphereTarget.__new__(vsphere_target.VsphereTarget)
-        target.vcenter = vcenter
-        assert target.leftovers() == {}
-    finally:
-        vcenter.close()
 
 
 def network(ip: str = "10.0.0.50") -> dict:
@@ -225,7 +186,8 @@ def _datacenter() -> dict:
 
 def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcsim, tmp_path):
     """`cpi validate --online`: networks, datastores, clusters and resource pools the
-    cloud-config names are looked up in the datacenter; cpi.json's patterns must match."""
+    cloud-config names are looked up in the datacenter (storage policies in its storage
+    policy service); cpi.json's patterns must match."""
     import subprocess
     import sys
 
@@ -234,7 +196,9 @@ def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcs
     config = vsphere_target.write_config(tmp_path / "cpi.json", vcsim, datacenters=[
         {**_datacenter(), "persistent_datastore_pattern": "^NoSuchDS"}])
     good = {"azs": [{"name": "z1", "cloud_properties": {"datacenters": [{"name": "DC0", "clusters": ["DC0_C0"]}]}}],
-            "vm_types": [{"name": "web", "cloud_properties": {**VM_TYPE, "datastores": ["LocalDS_0"]}}],
+            "vm_types": [{"name": "web", "cloud_properties": {**VM_TYPE, "datastores": ["LocalDS_0"]}},
+                         {"name": "gold", "cloud_properties": {**VM_TYPE, "storage_policy": {
+                             "name": "VVol No Requirements Policy"}}}],
             "disk_types": [{"name": "d", "disk_size": 1024, "cloud_properties": {"datastores": ["LocalDS_1"]}}],
             "networks": [{"name": "default", "subnets": [{"range": "10.0.0.0/24", "az": "z1", "cloud_properties": {
                 "name": vsphere_target.NETWORK}}]}]}
@@ -242,6 +206,7 @@ def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcs
     bad["azs"][0]["cloud_properties"]["datacenters"][0]["clusters"] = [{"DC0_C0": {"resource_pool": "nopool"}},
                                                                        "nocluster"]
     bad["vm_types"][0]["cloud_properties"]["datastores"] = ["LocalDS_9"]
+    bad["vm_types"][1]["cloud_properties"]["storage_policy"]["name"] = "gold"
     bad["networks"][0]["subnets"][0]["cloud_properties"]["name"] = "no-such-pg"
     results = {}
     for name, cloud_config in (("good", good), ("bad", bad)):
@@ -262,6 +227,8 @@ def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcs
     clusters = "azs[name=z1].cloud_properties.datacenters[0].clusters"
     assert found[f"{clusters}[1]"] == "cluster 'nocluster' does not exist in datacenter 'DC0'"
     assert "resource pool 'nopool' of cluster 'DC0_C0'" in found[f"{clusters}[0]"]
+    assert found["vm_types[name=gold].cloud_properties.storage_policy"].startswith(
+        "storage policy: the vCenter has no storage policy 'gold' (it has ")
 
 
 class Rest:

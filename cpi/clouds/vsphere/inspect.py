@@ -1,8 +1,8 @@
 """`cpi validate --online` for the vsphere cloud: read-only lookups that check what a
 cloud-config's cloud_properties name exists in the datacenter (networks, datastores,
-clusters and their resource pools), and that cpi.json's clusters exist and its datastore
-patterns match a datastore. A network is one request whatever the number of port groups;
-the datastores are one request for them all."""
+clusters and their resource pools, storage policies), and that cpi.json's clusters and
+storage policy exist and its datastore patterns match a datastore. A network is one request
+whatever the number of port groups; the datastores are one request for them all."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from cpi.clouds.findings import VM_KINDS, Finding, Item, missing, references
 from cpi.errors import CloudError
 
-from . import lookups
+from . import lookups, pbm
 
 if TYPE_CHECKING:
     from .cloud import VsphereCloud
@@ -52,6 +52,16 @@ def check_cloud_config(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
         if pool:
             try:
                 lookups.resource_pool(cloud.session, dc, name, pool)
+            except CloudError as exc:
+                findings.append(Finding(path, exc.message))
+    policies = [(f"{item.path}.storage_policy", (item.properties.get("storage_policy") or {}).get("name"))
+                for item in items if item.kind in VM_KINDS and isinstance(item.properties.get("storage_policy"), dict)]
+    policies.append(("cpi.json: cloud.properties.vsphere.vm_storage_policy_name",
+                     cloud.properties.vm_storage_policy_name))
+    for path, policy in policies:
+        if policy:
+            try:
+                pbm.find(cloud.session, policy, "storage policy", list(place.datacenter.datastore))
             except CloudError as exc:
                 findings.append(Finding(path, exc.message))
     for key in ("datastore_pattern", "persistent_datastore_pattern"):

@@ -359,9 +359,9 @@ class VsphereProperties(_Strict):
         17, ge=4, description="Virtual hardware version new VMs are upgraded to (17: vSphere 7.0 and later), unless "
         "`upgrade_hw_version`.")
     vm_storage_policy_name: str | None = Field(
-        None, description="Storage policy (SPBM) applied to VMs and their ephemeral disks, whose datastores are then "
-        "those compatible with it, unless a vm_type names `storage_policy` or `datastores`. Not applied yet: while it "
-        "is set, create_vm is refused, saying so.")
+        None, description="Storage policy (SPBM) given to VMs, their system and their ephemeral disks, whose "
+        "datastores are then those compatible with it, unless a vm_type names `storage_policy` or `datastores`. A "
+        "policy the vCenter lacks refuses create_vm before anything is made.")
     enable_human_readable_name: StrictBool = Field(
         False, description="Name VMs `<instance group>_<deployment>_<12 hex digits>` (at most 80 characters) instead "
         "of `vm-<uuid>`, when the director sends those names and they are ASCII.")
@@ -473,8 +473,9 @@ class PlacementDatacenter(_Strict):
 class StoragePolicy(_Strict):
     """A vm_type's storage policy."""
 
-    name: str | None = Field(None, description="Storage policy (SPBM) for the VM and its ephemeral disk: they go on "
-                             "a datastore compatible with it.")
+    name: str | None = Field(None, description="Storage policy (SPBM) given to the VM, its system and its ephemeral "
+                             "disk, which go on a datastore compatible with it; a policy the vCenter lacks refuses "
+                             "create_vm before anything is made.")
 
 
 class NsxLoadBalancer(_Strict):
@@ -544,8 +545,8 @@ class VMCloudProperties(_Strict):
     in a cluster and datastore with room for its memory and disks, near its persistent disks,
     with an ephemeral disk of `disk` MiB; the agent's settings reach it on a CD-ROM image.
     Not driven yet: create_vm fails with VMCreationFailed, before it makes anything, for a
-    vm_type that sets `vgpus`, `pci_passthroughs`, `device_groups`, `nsx`, `nsxt` or
-    `storage_policy` (keep the official CPI for those VMs)."""
+    vm_type that sets `vgpus`, `pci_passthroughs`, `device_groups`, `nsx` or `nsxt` (keep the
+    official CPI for those VMs)."""
 
     cpu: StrictInt = Field(..., ge=1, description="Number of vCPUs.")
     ram: StrictInt = Field(..., ge=1, description="Memory in MiB.")

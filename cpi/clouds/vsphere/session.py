@@ -75,7 +75,10 @@ _SAFE_METHODS = frozenset({"Login", "Logout", "CreateContainerView", "DestroyVie
                            "setCustomValue", "AddCustomFieldDef", "MakeDirectory", "CreateFolder", "CancelTask",
                            "HttpNfcLeaseProgress", "HttpNfcLeaseAbort", "PowerOnVM_Task", "PowerOffVM_Task",
                            "ResetVM_Task", "Destroy_Task", "DeleteVirtualDisk_Task", "DeleteDatastoreFile_Task",
-                           "UpgradeVM_Task"})
+                           "UpgradeVM_Task",
+                           # the storage policy service's reads (pbm.py)
+                           "PbmRetrieveServiceContent", "PbmQueryProfile", "PbmRetrieveContent",
+                           "PbmCheckRequirements", "PbmQueryAssociatedProfile"})
 
 
 def endpoint(properties: VsphereProperties) -> tuple[str, int]:
@@ -198,8 +201,9 @@ def _make_stub_class():
                         relogins += 1
                         log.warning("%s: the vCenter at %s dropped the session of '%s' (%s); logging in again", what,
                                     session.address, session.user, errors.describe(exc))
-                    self.cookie = ""  # the vCenter said the session is gone: a new login starts without it
+                    session.stub.cookie = ""  # the vCenter said the session is gone: a new login starts without it
                     session.login()
+                    self.cookie = session.cookie  # the storage policy stub (pbm.py) shares the vim25 login
 
             try:
                 return retry.call(attempt, classify=errors.classifier(idempotent=_idempotent(method)), what=what,
@@ -251,14 +255,10 @@ class Session:
         self._connection = functools.partial(_Connection, connect_timeout=properties.connect_timeout,
                                              read_timeout=properties.read_timeout)
         self.version = self._negotiate()
-        stub = _stub_class()(host=self.host, port=self.port, path=SDK_PATH, version=self.version,
-                             sslContext=self._context, connectionPoolTimeout=POOL_IDLE_SECONDS)
-        stub.scheme = self._connection  # every connection of the stub: bounded, with keepalive
-        stub.session = self
-        self.stub = stub
+        self.stub = self.service_stub(SDK_PATH, self.version)
         from pyVmomi import vim
 
-        self.si = vim.ServiceInstance("ServiceInstance", stub)
+        self.si = vim.ServiceInstance("ServiceInstance", self.stub)
         #: the ServiceInstanceContent (Any: pyVmomi's stubs make each of its managers Optional)
         self.content: Any = self.si.RetrieveContent()
         self.login()
@@ -298,6 +298,18 @@ class Session:
                 return version
         raise CloudError(f"the vCenter at {self.address} speaks none of the API versions this CPI's pyVmomi knows "
                          f"(it lists {', '.join(sorted(supported)) or 'none'})")
+
+    def service_stub(self, path: str, version: str) -> Any:
+        """A SOAP stub for one of the vCenter's services (vim25 at /sdk, the storage policy
+        service at /pbm): bounded, with keepalive, retried and re-authenticated like every
+        request; a stub made after the login carries its cookie."""
+        stub = _stub_class()(host=self.host, port=self.port, path=path, version=version, sslContext=self._context,
+                             connectionPoolTimeout=POOL_IDLE_SECONDS)
+        stub.scheme = self._connection  # every connection of the stub: bounded, with keepalive
+        stub.session = self
+        if hasattr(self, "stub"):
+            stub.cookie = self.cookie
+        return stub
 
     def open_connection(self, host: str | None = None, port: int | None = None) -> http.client.HTTPSConnection:
         """A new connection to the vCenter (or to `host`:`port`, an ESXi host an NFC lease

@@ -26,7 +26,7 @@ from cpi.errors import BoshError, VMCreationFailed, VMNotFound
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import collector, devices, drs, errors, ip_conflicts, lookups, metadata, tasks, transfer
+from . import collector, devices, drs, errors, ip_conflicts, lookups, metadata, pbm, tasks, transfer
 from .place import HEADROOM_MIB, Place, datastore_names, describe, pick
 from .props import VMCloudProperties
 from .stemcells import StemcellMissing, Stemcells
@@ -40,7 +40,7 @@ log = logging.getLogger("cpi.clouds.vsphere")
 ORIGIN_KEYS = {"agent_id": "bosh.agent_id", "director_uuid": "bosh.director_uuid"}
 #: what needs a vSphere feature this CPI does not drive yet: refused, naming the key, rather
 #: than a VM made without it
-_NOT_YET = ("vgpus", "pci_passthroughs", "device_groups", "nsx", "nsxt", "storage_policy")
+_NOT_YET = ("vgpus", "pci_passthroughs", "device_groups", "nsx", "nsxt")
 
 
 class Vms:
@@ -85,25 +85,23 @@ class Vms:
             if not net.cloud_properties.get("name"):
                 raise VMCreationFailed(f"network '{name}': its cloud_properties need `name`, the vSphere network to "
                                        "put the NIC on", ok_to_retry=False)
-        if self.properties.vm_storage_policy_name:
-            raise VMCreationFailed("vm_storage_policy_name: this CPI does not apply storage policies (SPBM) yet; keep "
-                                   "the official CPI for these VMs (docs/vsphere.md)", ok_to_retry=False)
         if props.datastores and not datastore_names(props.datastores):
             raise VMCreationFailed("vm_type datastores: datastore clusters (Storage DRS) are not driven by this CPI "
                                    "yet; name datastores", ok_to_retry=False)
         vm_cid = self._name(env)
         tag_ids = self._tags(props)
+        policy = self._policy(props)
         if self.properties.ensure_no_ip_conflicts:
             ip_conflicts.check(self.session, self.place, nets)
         placements = self.place.clusters(props.datacenters[0].clusters if props.datacenters else None)
-        cluster_name, cluster_settings, pool, datastore = self._placement(placements, props)
+        cluster_name, cluster_settings, pool, datastore = self._placement(placements, props, policy)
         template = self._template(stemcell_cid, datastore)
         backings = [devices.nic_backing(self.session, lookups.network(self.session, self.place.config.name,
                                                                       net.cloud_properties["name"]))
                     for net in nets.values()]
         folder = self.place.folder(self.place.vm_folder_path())
         template_devices = list(template.ref.config.hardware.device)
-        spec = self._clone_spec(props, pool, datastore, template, template_devices, backings, vm_cid)
+        spec = self._clone_spec(props, pool, datastore, template, template_devices, backings, vm_cid, policy)
         reserve = self.properties.cpu_reserve_full_mhz if props.cpu_reserve_full_mhz is None \
             else props.cpu_reserve_full_mhz
         if reserve:
@@ -139,6 +137,18 @@ class Vms:
         with Tagging(self.session) as tagging:
             return tagging.resolve(props.tags)
 
+    def _policy(self, props: VMCloudProperties) -> pbm.Policy | None:
+        """The storage policy the VM is made with, as in the official CPI: the vm_type's
+        `storage_policy`; else none when the vm_type names `datastores`; else the global
+        `vm_storage_policy_name`. Found, with its compatible datastores, before anything is made."""
+        if props.storage_policy and props.storage_policy.name:
+            return pbm.find(self.session, props.storage_policy.name, "vm_type storage_policy",
+                            list(self.place.datacenter.datastore))
+        if self.properties.vm_storage_policy_name and not props.datastores:
+            return pbm.find(self.session, self.properties.vm_storage_policy_name, "vm_storage_policy_name",
+                            list(self.place.datacenter.datastore))
+        return None
+
     def _name(self, env: dict) -> str:
         """`vm-<uuid>`, or with `enable_human_readable_name` `<instance group>_<deployment>_<12
         hex digits>` (at most 80 characters) when the director sent those names in ASCII."""
@@ -171,22 +181,28 @@ class Vms:
             origin[ORIGIN_KEYS["director_uuid"]] = self.context.director_uuid
         return origin
 
-    def _placement(self, placements: list, props: VMCloudProperties):
+    def _placement(self, placements: list, props: VMCloudProperties, policy: pbm.Policy | None):
         """(cluster name, its settings, resource pool, datastore): the clusters in a random
-        order, the first whose datastores matching the pattern have room."""
+        order, the first whose datastores matching the pattern (or compatible with the storage
+        policy) have room."""
         need = props.disk + (0 if self._reserve_all_memory(props) else props.ram)
         tried = []
         for cluster_name, settings in random.sample(placements, len(placements)):
             pool = lookups.resource_pool(self.session, self.place.config.name, cluster_name, settings.resource_pool)
-            candidates = self.place.matching(self.place.datastores(list(pool.owner.datastore)),
-                                             self.place.config.datastore_pattern, datastore_names(props.datastores))
+            reachable = self.place.datastores(list(pool.owner.datastore))
+            if policy is not None:
+                candidates = [d for d in reachable if d.ref._moId in policy.datastores]
+            else:
+                candidates = self.place.matching(reachable, self.place.config.datastore_pattern,
+                                                 datastore_names(props.datastores))
             chosen = pick(candidates, need)
             if chosen is not None:
                 return cluster_name, settings, pool, chosen
             tried.append(f"cluster '{cluster_name}': {describe(candidates)}")
+        source = (f"storage policy '{policy.name}'" if policy is not None
+                  else "the vm_type datastores" if props.datastores else "datastore_pattern")
         raise VMCreationFailed(f"no datastore for the VM's {need} MiB (ephemeral disk and memory) with "
-                               f"{HEADROOM_MIB} MiB to spare matches "
-                               f"{'the vm_type datastores' if props.datastores else 'datastore_pattern'}: "
+                               f"{HEADROOM_MIB} MiB to spare matches {source}: "
                                + "; ".join(tried), ok_to_retry=False)
 
     def _template(self, stemcell_cid: str, datastore: Any):
@@ -201,7 +217,8 @@ class Vms:
         return self.properties.memory_reservation_locked_to_max
 
     def _clone_spec(self, props: VMCloudProperties, pool: Any, datastore: Any, template: Any,
-                    template_devices: list[Any], backings: list[Any], vm_cid: str) -> Any:
+                    template_devices: list[Any], backings: list[Any], vm_cid: str, policy: pbm.Policy | None
+                    ) -> Any:
         from pyVmomi import vim
 
         changes = [devices.remove(nic) for nic in devices.nics(template_devices)]
@@ -213,13 +230,13 @@ class Vms:
         thin = self.properties.default_disk_type == "thin"
         ephemeral = devices.new_disk(controller, devices.free_unit(template_devices, controller),
                                      f"[{datastore.name}] {vm_cid}/{devices.EPHEMERAL_FILE}", props.disk, thin)
-        changes.append(devices.add(ephemeral, create_file=True))
+        ephemeral_change = devices.add(ephemeral, create_file=True)
+        changes.append(ephemeral_change)
         linked = not props.root_disk_size_gb
-        if props.root_disk_size_gb:
-            system = devices.system(template_devices, self.place.config.disk_path)
-            if system is not None:
-                system.capacityInKB = props.root_disk_size_gb * 1024 * 1024
-                changes.append(devices.edit(system))
+        system = devices.system(template_devices, self.place.config.disk_path)
+        if props.root_disk_size_gb and system is not None:
+            system.capacityInKB = props.root_disk_size_gb * 1024 * 1024
+            changes.append(devices.edit(system))
         extra = self._extra(props)
         config = vim.vm.ConfigSpec(
             numCPUs=props.cpu, memoryMB=props.ram, deviceChange=changes,
@@ -228,9 +245,17 @@ class Vms:
             extraConfig=[vim.option.OptionValue(key=k, value=v) for k, v in extra.items()])
         if self._reserve_all_memory(props):
             config.memoryReservationLockedToMax = True
+        if policy is not None:  # the VM's home and the ephemeral disk; the system disk below
+            config.vmProfile = [policy.spec()]
+            ephemeral_change.profile = [policy.spec()]
         location = vim.vm.RelocateSpec(datastore=datastore.ref, pool=pool)
         if linked:
             location.diskMoveType = "createNewChildDiskBacking"
+        if policy is not None and system is not None:
+            # the template's disk as the clone gets it: where it goes, how, and its policy
+            location.disk = [vim.vm.RelocateSpec.DiskLocator(diskId=system.key, datastore=datastore.ref,
+                                                             diskMoveType=location.diskMoveType,
+                                                             profile=[policy.spec()])]
         return vim.vm.CloneSpec(location=location, powerOn=False, template=False, config=config,
                                 snapshot=template.snapshot if linked else None)
 

@@ -22,6 +22,8 @@ import (
 	"syscall"
 
 	"github.com/vmware/govmomi/simulator"
+	// its init registers the storage policy service (/pbm): a vm_type's storage_policy
+	_ "github.com/vmware/govmomi/pbm/simulator"
 	// its init registers the REST endpoints (tags, content library) that
 	// Service.RegisterEndpoints then serves: a CPI tags what it makes
 	_ "github.com/vmware/govmomi/vapi/simulator"

@@ -47,11 +47,18 @@ EDITS: list[tuple[str, str, str, str]] = [
      ("\t\tif req.Spec.Config != nil && req.Spec.Config.DeviceChange != nil {\n"
      "\t\t\tclone.configureDevices(&types.VirtualMachineConfigSpec{DeviceChange: req.Spec.Config.DeviceChange})\n"
      "\t\t}\n"),
-     ("\t\tif fault := cpiConfigureClone(clone, req.Spec.Config); fault != nil {\n"
+     ("\t\tif fault := cpiConfigureClone(clone, &req.Spec); fault != nil {\n"
      "\t\t\treturn nil, fault\n"
      "\t\t}\n"),
      ("CloneVM_Task applied only the devices and extraConfig of the clone spec's config, not its CPUs, memory, "
      "reservations and the rest")),
+    ("../pbm/simulator/simulator.go",
+     "\tbody.Res = new(types.PbmQueryAssociatedProfileResponse)\n",
+     ("\tbody.Res = new(types.PbmQueryAssociatedProfileResponse)\n"
+      "\tfor _, id := range simulator.CpiAssociatedProfiles(req.Entity.Key) {\n"
+      "\t\tbody.Res.Returnval = append(body.Res.Returnval, types.PbmProfileId{UniqueId: id})\n"
+      "\t}\n"),
+     "the storage policy service answered no policy for any VM or disk (see cpiRecordProfiles)"),
     ("virtual_disk_manager.go",
      "\t\tif err := vdmCreateVirtualDisk(types.VirtualDeviceConfigSpecFileOperationCreate, req); err != nil {\n",
      "\t\tif err := cpiCreateVirtualDisk(req); err != nil {\n",

@@ -7,7 +7,9 @@
 package simulator
 
 import (
+	"fmt"
 	"os"
+	"sync"
 
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -93,8 +95,10 @@ func (m *VirtualDiskManager) ExtendVirtualDiskTask(_ *Context, req *types.Extend
 
 // cpiConfigureClone applies a CloneVM_Task's spec.config to the clone, as vSphere does: 0.24
 // applied its device changes only (and extraConfig, given to the clone at its creation), so
-// a clone kept the source's CPUs, memory and reservations whatever the spec asked.
-func cpiConfigureClone(clone *VirtualMachine, config *types.VirtualMachineConfigSpec) types.BaseMethodFault {
+// a clone kept the source's CPUs, memory and reservations whatever the spec asked. It also
+// records the storage policies the spec gives the VM and its disks (cpiRecordProfiles).
+func cpiConfigureClone(clone *VirtualMachine, spec *types.VirtualMachineCloneSpec) types.BaseMethodFault {
+	config := spec.Config
 	if config == nil {
 		return nil
 	}
@@ -108,5 +112,60 @@ func cpiConfigureClone(clone *VirtualMachine, config *types.VirtualMachineConfig
 	rest.ExtraConfig = nil // given to the clone when it was made
 	rest.Name = ""
 	rest.Files = nil
-	return clone.configure(&rest)
+	if fault := clone.configure(&rest); fault != nil {
+		return fault
+	}
+	cpiRecordProfiles(clone, spec)
+	return nil
+}
+
+// The storage policies of VMs and disks, which 0.24's storage policy service did not keep
+// (its PbmQueryAssociatedProfile answered nothing): keyed as that service names entities,
+// "vm-42" for a VM's home and "vm-42:2000" for its disk of device key 2000.
+var cpiProfiles = struct {
+	sync.Mutex
+	by map[string][]string
+}{by: map[string][]string{}}
+
+func cpiProfileIDs(specs []types.BaseVirtualMachineProfileSpec) []string {
+	var ids []string
+	for _, spec := range specs {
+		if defined, ok := spec.(*types.VirtualMachineDefinedProfileSpec); ok {
+			ids = append(ids, defined.ProfileId)
+		}
+	}
+	return ids
+}
+
+// cpiRecordProfiles keeps what a clone spec gives the clone: spec.config.vmProfile for the
+// VM, the profile of each disk its device changes add or edit (their keys are the clone's
+// once configureDevices ran), and of each disk a spec.location.disk locator names.
+func cpiRecordProfiles(clone *VirtualMachine, spec *types.VirtualMachineCloneSpec) {
+	cpiProfiles.Lock()
+	defer cpiProfiles.Unlock()
+	vm := clone.Self.Value
+	if ids := cpiProfileIDs(spec.Config.VmProfile); len(ids) > 0 {
+		cpiProfiles.by[vm] = ids
+	}
+	for _, change := range spec.Config.DeviceChange {
+		c := change.GetVirtualDeviceConfigSpec()
+		if _, disk := c.Device.(*types.VirtualDisk); disk {
+			if ids := cpiProfileIDs(c.Profile); len(ids) > 0 {
+				cpiProfiles.by[fmt.Sprintf("%s:%d", vm, c.Device.GetVirtualDevice().Key)] = ids
+			}
+		}
+	}
+	for _, locator := range spec.Location.Disk {
+		if ids := cpiProfileIDs(locator.Profile); len(ids) > 0 {
+			cpiProfiles.by[fmt.Sprintf("%s:%d", vm, locator.DiskId)] = ids
+		}
+	}
+}
+
+// CpiAssociatedProfiles is what the storage policy service's PbmQueryAssociatedProfile
+// answers for an entity (see cpiProfiles).
+func CpiAssociatedProfiles(key string) []string {
+	cpiProfiles.Lock()
+	defer cpiProfiles.Unlock()
+	return append([]string(nil), cpiProfiles.by[key]...)
 }

@@ -1,0 +1,104 @@
+"""Storage policies (SPBM) as the official CPI applies them, through bin/cpi against the
+simulator's storage policy service: a vm_type's `storage_policy` (or the global
+`vm_storage_policy_name` when the vm_type names no `datastores`) is given to the VM, its
+system disk and its ephemeral disk, as the vCenter's policy service then reports; a policy
+the vCenter lacks refuses create_vm with nothing made (#25)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.vsphere.test_not_yet import vm_names
+from tests.vsphere.test_vsphere_cloud import VM_TYPE, network, vm_of
+
+#: one of the policies a fresh vCenter (and the simulator) has
+POLICY = "VVol No Requirements Policy"
+
+
+@pytest.fixture(scope="module")
+def policies(vcsim):
+    """The simulator's storage policy service, as the test's own session: name → profile id,
+    and the profile ids associated with an entity (a VM's moid, or "<moid>:<disk key>")."""
+    from pyVim.connect import Disconnect, SmartConnect
+    from pyVmomi import SoapStubAdapter, pbm
+
+    si = SmartConnect(host=vcsim.host, port=vcsim.port, user=vcsim.username, pwd=vcsim.password,
+                      disableSslCertValidation=True)
+    stub = SoapStubAdapter(host=vcsim.host, port=vcsim.port, path="/pbm", version="pbm.version.version11",
+                           sslContext=si._stub.schemeArgs.get("context"))
+    stub.cookie = si._stub.cookie
+    content = pbm.ServiceInstance("ServiceInstance", stub).RetrieveContent()
+
+    class Policies:
+        manager = content.profileManager
+
+        def ids(self) -> dict[str, str]:
+            found = self.manager.QueryProfile(resourceType=pbm.profile.ResourceType(resourceType="STORAGE"),
+                                              profileCategory="REQUIREMENT")
+            return {p.name: p.profileId.uniqueId for p in self.manager.RetrieveContent(profileIds=found)}
+
+        def of(self, object_type: str, key: str) -> list[str]:
+            ref = pbm.ServerObjectRef(objectType=object_type, key=key)
+            return [p.uniqueId for p in self.manager.QueryAssociatedProfile(entity=ref)]
+
+    yield Policies()
+    Disconnect(si)
+
+
+def disk_keys(vm) -> dict[str, int]:
+    """The device key of the VM's system and ephemeral disks."""
+    from pyVmomi import vim
+
+    disks = [d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk)]
+    ephemeral = next(d for d in disks if d.backing.fileName.endswith("ephemeral_disk.vmdk"))
+    system = next(d for d in disks if d is not ephemeral)
+    return {"system": system.key, "ephemeral": ephemeral.key}
+
+
+def assert_policy(policies, vm, profile_id: str | None) -> None:
+    expected = [profile_id] if profile_id else []
+    assert policies.of("virtualMachine", vm._moId) == expected
+    for name, key in disk_keys(vm).items():
+        assert policies.of("virtualDiskId", f"{vm._moId}:{key}") == expected, name
+
+
+def test_a_vm_types_storage_policy_is_the_vm_s_and_its_disks(cloud, si, policies):
+    cpi = cloud.cpi()
+    response = cpi.call("create_vm", "agent-policy", cloud.stemcell, {**VM_TYPE, "storage_policy": {"name": POLICY}},
+                        network(), [], {})
+    assert response.error is None, response.error
+    vm_cid = response.result[0]
+    try:
+        assert f"storage policy '{POLICY}'" in response.log
+        assert_policy(policies, vm_of(si, vm_cid), policies.ids()[POLICY])
+    finally:
+        cpi("delete_vm", vm_cid)
+
+
+def test_the_global_policy_applies_unless_the_vm_type_names_datastores(cloud, si, policies):
+    cpi = cloud.cpi(vm_storage_policy_name=POLICY)
+    with_policy = cpi("create_vm", "agent-global", cloud.stemcell, VM_TYPE, network(), [], {})[0]
+    named = cpi("create_vm", "agent-named", cloud.stemcell, {**VM_TYPE, "datastores": ["LocalDS_1"]},
+                network("10.0.0.51"), [], {})[0]
+    try:
+        assert_policy(policies, vm_of(si, with_policy), policies.ids()[POLICY])
+        vm = vm_of(si, named)
+        assert_policy(policies, vm, None)
+        assert {d.name for d in vm.datastore} == {"LocalDS_1"}
+    finally:
+        cpi("delete_vm", with_policy)
+        cpi("delete_vm", named)
+
+
+@pytest.mark.parametrize("where", ["vm_type", "global"])
+def test_a_policy_the_vcenter_lacks_refuses_create_vm_with_nothing_made(where, cloud, si):
+    cpi = cloud.cpi(**({"vm_storage_policy_name": "gold"} if where == "global" else {}))
+    vm_type = {**VM_TYPE, "storage_policy": {"name": "gold"}} if where == "vm_type" else VM_TYPE
+    before = vm_names(si)
+    response = cpi.call("create_vm", "agent-gold", cloud.stemcell, vm_type, network(), [], {})
+    key = "vm_type storage_policy" if where == "vm_type" else "vm_storage_policy_name"
+    assert response.error["type"] == "Bosh::Clouds::VMCreationFailed"
+    assert response.error["ok_to_retry"] is False
+    assert response.error["message"].startswith(f"{key}: the vCenter has no storage policy 'gold' (it has ")
+    assert f"'{POLICY}'" in response.error["message"]
+    assert vm_names(si) == before
