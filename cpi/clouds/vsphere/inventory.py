@@ -2,8 +2,9 @@
 the official one) made, with the tags BOSH set.
 
 - vms: the VMs below the VM folder that carry an agent (`bosh.agent_id` in their
-  extraConfig, set in the clone), with their custom attributes (set_vm_metadata): one
-  request for them all.
+  extraConfig, set in the clone; for the official CPI's VMs, which lack it, the agent_id of
+  the settings in `guestinfo.userdata`), with their custom attributes (set_vm_metadata):
+  one request for them all.
 - disks: the vmdk files in `disk_path` of each datastore (one search task per datastore),
   with their metadata file (`<cid>.json`, one GET each) and the VM that has each attached.
 - stemcells: the `sc-<uuid>` VMs of the template folder (their copies aside).
@@ -15,6 +16,7 @@ networks, the stemcells as images.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,22 @@ def _collect(session: Session, root: Any, kind: type, paths: list[str]) -> list[
         found.append(item)
         read_so_far(kind.__name__.rsplit(".", 1)[-1], len(found))
     return found
+
+
+def _agent_id(extra: dict[str, str]) -> str | None:
+    """The VM's agent: this CPI's `bosh.agent_id`, else that of the agent settings the
+    official CPI (and this one) put in `guestinfo.userdata`."""
+    if ORIGIN_KEYS["agent_id"] in extra:
+        return extra[ORIGIN_KEYS["agent_id"]]
+    userdata = extra.get("guestinfo.userdata")
+    if not userdata:
+        return None
+    try:
+        document = base64.b64decode(userdata) if extra.get("guestinfo.userdata.encoding") == "base64" else userdata
+        agent_id = json.loads(document).get("agent_id")
+    except (ValueError, AttributeError):  # not settings an agent reads: not a BOSH VM
+        return None
+    return agent_id if isinstance(agent_id, str) and agent_id else None
 
 
 def _field_names(session: Session) -> dict[int, str]:
@@ -68,10 +86,12 @@ class Inventory:
             found = []
             for _, values in self._vms():
                 extra = {o.key: str(o.value) for o in values.get("config.extraConfig") or []}
-                if ORIGIN_KEYS["agent_id"] not in extra:
+                agent_id = _agent_id(extra)
+                if agent_id is None:
                     continue
                 tags = _custom(values.get("customValue"), names)
                 tags.update({key: extra[option] for key, option in ORIGIN_KEYS.items() if option in extra})
+                tags["agent_id"] = agent_id
                 found.append(Resource("vm", values["name"], str(values.get("runtime.powerState", "?")),
                                       values.get("config.createDate"), tags,
                                       {"cpu": values.get("summary.config.numCpu"),

@@ -59,6 +59,10 @@ EDITS: list[tuple[str, str, str, str]] = [
       "\t\tbody.Res.Returnval = append(body.Res.Returnval, types.PbmProfileId{UniqueId: id})\n"
       "\t}\n"),
      "the storage policy service answered no policy for any VM or disk (see cpiRecordProfiles)"),
+    ("virtual_machine.go",
+     "\t\tif key == val.Key {\n\t\t\tvm.Config.ExtraConfig = append(vm.Config.ExtraConfig, c)\n",
+     "\t\tif key == val.Key {\n\t\t\tvm.Config.ExtraConfig = cpiSetExtraConfig(vm.Config.ExtraConfig, val)\n",
+     "an extraConfig key set again was added once more, and one set to \"\" kept, where vSphere replaces and removes"),
     ("virtual_disk_manager.go",
      "\t\tif err := vdmCreateVirtualDisk(types.VirtualDeviceConfigSpecFileOperationCreate, req); err != nil {\n",
      "\t\tif err := cpiCreateVirtualDisk(req); err != nil {\n",

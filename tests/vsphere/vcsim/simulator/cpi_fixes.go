@@ -169,3 +169,19 @@ func CpiAssociatedProfiles(key string) []string {
 	defer cpiProfiles.Unlock()
 	return append([]string(nil), cpiProfiles.by[key]...)
 }
+
+// cpiSetExtraConfig sets one extraConfig option as vSphere's ReconfigVM_Task does: a key
+// already there gets the new value, and an empty value removes the key (0.24 appended the
+// option whatever it held, so a VM's keys could not be changed or dropped).
+func cpiSetExtraConfig(options []types.BaseOptionValue, set *types.OptionValue) []types.BaseOptionValue {
+	kept := options[:0:0]
+	for _, option := range options {
+		if option.GetOptionValue().Key != set.Key {
+			kept = append(kept, option)
+		}
+	}
+	if value, ok := set.Value.(string); ok && value == "" {
+		return kept
+	}
+	return append(kept, set)
+}
