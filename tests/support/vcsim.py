@@ -257,7 +257,7 @@ class Vcsim:
     host, datastores LocalDS_0 and LocalDS_1 (directories under its own temp dir), "VM
     Network" and the distributed port group DC0_DVPG0, and four VMs."""
 
-    def __init__(self, binary: Path, timeout: float = 30.0):
+    def __init__(self, binary: Path, timeout: float = 30.0, args: tuple[str, ...] = ()):
         self.username = USERNAME
         self.password = secrets.token_urlsafe(12)
         # its TMPDIR: the datastores' directories go there, and all of it goes at stop()
@@ -267,7 +267,7 @@ class Vcsim:
                "VCSIM_USERNAME": self.username, "VCSIM_PASSWORD": self.password}
         with open(self.log, "wb") as log:
             # stdin stays open: when this process dies without stop(), the simulator sees EOF and exits
-            self.process = subprocess.Popen([str(binary), "-listen", "127.0.0.1:0"], stdin=subprocess.PIPE,
+            self.process = subprocess.Popen([str(binary), "-listen", "127.0.0.1:0", *args], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=log, env=env)
         try:
             self.url = self._announced(time.monotonic() + timeout)
@@ -340,15 +340,16 @@ class Vcsim:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def server() -> Vcsim:
-    """A running simulator; the calling test skips or fails (per prepare()) when there can be none."""
+def server(*args: str) -> Vcsim:
+    """A running simulator (started with main.go's flags `args`); the calling test skips or
+    fails (per prepare()) when there can be none."""
     result = prepare()
     if not result.ok:
         if result.required:
             pytest.fail(f"the vSphere simulator could not be set up: {result.reason}", pytrace=False)
         pytest.skip(result.reason)
     assert result.binary is not None
-    return Vcsim(result.binary)
+    return Vcsim(result.binary, args=args)
 
 
 # ---------------------------------------------------------------- as a pytest plugin
