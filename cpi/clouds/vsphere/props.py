@@ -544,9 +544,10 @@ class VMCloudProperties(_Strict):
     linked clone of the stemcell (a full clone when `root_disk_size_gb` grows its root disk)
     in a cluster and datastore with room for its memory and disks, near its persistent disks,
     with an ephemeral disk of `disk` MiB; the agent's settings reach it on a CD-ROM image.
+    `vgpus`, `pci_passthroughs` and `device_groups` go only in a cluster with a host that
+    offers them all; create_vm refuses them, before it makes anything, when none does.
     Not driven yet: create_vm fails with VMCreationFailed, before it makes anything, for a
-    vm_type that sets `vgpus`, `pci_passthroughs`, `device_groups`, `nsx` or `nsxt` (keep the
-    official CPI for those VMs)."""
+    vm_type that sets `nsx` or `nsxt` (keep the official CPI for those VMs)."""
 
     cpu: StrictInt = Field(..., ge=1, description="Number of vCPUs.")
     ram: StrictInt = Field(..., ge=1, description="Memory in MiB.")
@@ -584,13 +585,20 @@ class VMCloudProperties(_Strict):
     tags: list[Tag] | None = Field(None, description="vCenter tags to attach to the VM (vCenter 6.5 and later); "
                                    "the categories and tags must exist. Unrelated to the manifest's `tags`.")
     vgpus: list[str] | None = Field(
-        None, description="NVIDIA GRID vGPU profiles to give the VM, one device each (e.g. `grid_t4-16q`); the "
-        "hosts must have such GPUs.")
+        None, description="NVIDIA GRID vGPU profiles to give the VM, one device each (e.g. `grid_t4-16q`), added "
+        "after the hardware upgrade. A usable host of the VM's cluster must offer them all (its "
+        "`config.sharedPassthruGpuTypes`); the VM goes only in such a cluster, and create_vm is refused, naming "
+        "what the hosts offer, when there is none.")
     pci_passthroughs: list[PciPassthrough] | None = Field(
-        None, description="PCI devices to give the VM by Dynamic DirectPath I/O (vSphere 7.0 and later).")
+        None, description="PCI devices to give the VM by Dynamic DirectPath I/O (vSphere 7.0 and later), one device "
+        "each. A usable host of the VM's cluster must have each, ready for passthrough; the VM goes only in such a "
+        "cluster, and create_vm is refused, naming what the hosts offer, when there is none (or the vCenter is "
+        "older than 7.0).")
     device_groups: list[str] | None = Field(
         None, description="Vendor device groups (vSphere 8.0 and later) to give the VM by name, e.g. "
-        "`Nvidia:2@nvidia_h100l-94c%NVLink`: their vGPUs, linked.")
+        "`Nvidia:2@nvidia_h100l-94c%NVLink`: their vGPUs, linked. A usable host of the VM's cluster must offer them "
+        "(as its AssignableHardwareManager lists them); create_vm is refused, naming what the hosts offer, when none "
+        "does or the vCenter is older than 8.0.")
     nsx: NsxVmProperties | None = Field(None, description="NSX-V security groups and load balancers of the VM.")
     nsxt: NsxtVmProperties | None = Field(None, description="NSX-T groups, VIF type and load balancer pools of the "
                                           "VM.")

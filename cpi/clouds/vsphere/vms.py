@@ -6,7 +6,9 @@ cpi.json, a datastore for the ephemeral disk among those the cluster reaches tha
 `datastore_pattern` (drawn so that disks spread, place.py), the stemcell's copy on that
 datastore (stemcells.py), one clone task that sets CPU, memory, NICs and the ephemeral
 disk, the agent's settings as `env.iso` on the CD-ROM and `guestinfo.userdata`, DRS rules
-when asked, and power on. The VM is `vm-<uuid>` in the VM folder. Whatever fails after the
+when asked, the vm_type's vGPUs, PCI devices and device groups once its hardware is
+upgraded (passthrough.py, which checks before the clone that the hosts offer them), and
+power on. The VM is `vm-<uuid>` in the VM folder. Whatever fails after the
 clone destroys the VM before the error (VMCreationFailed) leaves; a process killed meanwhile
 leaves a `vm-<uuid>` that has_vm, delete_vm and `cpi orphans` find.
 """
@@ -26,7 +28,7 @@ from cpi.errors import BoshError, VMCreationFailed, VMNotFound
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import collector, devices, drs, errors, ip_conflicts, lookups, metadata, pbm, tasks, transfer
+from . import collector, devices, drs, errors, ip_conflicts, lookups, metadata, passthrough, pbm, tasks, transfer
 from .place import HEADROOM_MIB, Place, datastore_names, describe, pick
 from .props import VMCloudProperties
 from .stemcells import StemcellMissing, Stemcells
@@ -40,7 +42,7 @@ log = logging.getLogger("cpi.clouds.vsphere")
 ORIGIN_KEYS = {"agent_id": "bosh.agent_id", "director_uuid": "bosh.director_uuid"}
 #: what needs a vSphere feature this CPI does not drive yet: refused, naming the key, rather
 #: than a VM made without it
-_NOT_YET = ("vgpus", "pci_passthroughs", "device_groups", "nsx", "nsxt")
+_NOT_YET = ("nsx", "nsxt")
 
 
 class Vms:
@@ -94,6 +96,10 @@ class Vms:
         if self.properties.ensure_no_ip_conflicts:
             ip_conflicts.check(self.session, self.place, nets)
         placements = self.place.clusters(props.datacenters[0].clusters if props.datacenters else None)
+        offered = None
+        if passthrough.asked(props):
+            offered = passthrough.check(self.session, self.place.config.name, [name for name, _ in placements], props)
+            placements = [placement for placement in placements if placement[0] in offered.clusters]
         cluster_name, cluster_settings, pool, datastore = self._placement(placements, props, policy)
         template = self._template(stemcell_cid, datastore)
         backings = [devices.nic_backing(self.session, lookups.network(self.session, self.place.config.name,
@@ -115,7 +121,7 @@ class Vms:
                        f"clone of {vm_cid}", done=lambda: self.place.find_vm(vm_cid))
         try:
             networks_out = self._finish(vm, vm_cid, agent_id, props, nets, env, datastore, cluster_settings,
-                                        pool.owner)
+                                        pool.owner, offered)
             if tag_ids:
                 from .tags import Tagging
 
@@ -212,6 +218,8 @@ class Vms:
             raise VMCreationFailed(exc.message, ok_to_retry=False) from None
 
     def _reserve_all_memory(self, props: VMCloudProperties) -> bool:
+        if passthrough.asked(props):
+            return True  # vSphere requires it of a VM with passthrough devices
         if props.memory_reservation_locked_to_max is not None:
             return props.memory_reservation_locked_to_max
         return self.properties.memory_reservation_locked_to_max
@@ -260,8 +268,10 @@ class Vms:
                                 snapshot=template.snapshot if linked else None)
 
     def _finish(self, vm: Any, vm_cid: str, agent_id: str, props: VMCloudProperties, nets: dict[str, Network],
-                env: dict, datastore: Any, cluster_settings: Any, cluster: Any) -> dict[str, Any]:
-        """The clone's agent settings, DRS rules and power: what follows the clone."""
+                env: dict, datastore: Any, cluster_settings: Any, cluster: Any,
+                offered: passthrough.Found | None) -> dict[str, Any]:
+        """The clone's agent settings, DRS rules, hardware, passthrough devices and power:
+        what follows the clone."""
         from pyVmomi import vim
 
         made = list(vm.config.hardware.device)
@@ -300,6 +310,8 @@ class Vms:
         if props.disable_drs:
             drs.disable_drs(self.session, self.properties, cluster, vm)
         self._hardware(vm, vm_cid, props)
+        if offered is not None:
+            passthrough.attach(self.session, vm, vm_cid, props, offered)
         try:
             tasks.wait(self.session, vm.PowerOnVM_Task(), f"power on of {vm_cid}")
         except vim.fault.InvalidPowerState:  # a power on whose answer was lost, sent again: on already
@@ -308,11 +320,13 @@ class Vms:
         return out
 
     def _hardware(self, vm: Any, vm_cid: str, props: VMCloudProperties) -> None:
-        """`upgrade_hw_version`: the newest hardware version the host supports; otherwise
+        """`upgrade_hw_version`, or a vm_type with passthrough devices (a VM at the stemcell's
+        version takes one vGPU): the newest hardware version the host supports; otherwise
         `default_hw_version` when the stemcell's is older (a VM is never downgraded)."""
         from pyVmomi import vim
 
         newest = self.properties.upgrade_hw_version if props.upgrade_hw_version is None else props.upgrade_hw_version
+        newest = newest or passthrough.asked(props)
         wanted = None if newest else f"vmx-{self.properties.default_hw_version}"
         if wanted is not None:
             current = str(vm.config.version or "")
