@@ -47,6 +47,8 @@ TIMEOUT_ENV = "CPI_VCSIM_SETUP_TIMEOUT"
 DEFAULT_TIMEOUT = 900.0
 SWITCH_ENV = "CPI_TEST_VSPHERE"
 CACHE_ENV = "CPI_VCSIM_CACHE"
+#: a build of other sources (another checkout, an older commit) is removed once unused this long
+KEEP_UNUSED_SECONDS = 7 * 24 * 3600
 #: What the server is started with: a user of its own (the default, user/pass, is not it).
 USERNAME = "cpi-test"
 
@@ -174,6 +176,7 @@ def _build(say, deadline: float) -> Path:
     key = _key(patch.HERE, patch.sources())
     binary = cache / key / "vcsim"
     if binary.exists():
+        os.utime(binary.parent)  # in use: kept by the other checkouts' clean-ups (below)
         say(f"vcsim is built ({binary})")
         return binary
     lock = os.open(cache / ".build.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -181,13 +184,21 @@ def _build(say, deadline: float) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another session's build: wait for it
         if not binary.exists():
             _compile(cache, binary, patch, say, deadline)
-        for old in cache.iterdir():  # the builds of earlier keys, and what a killed build left
-            earlier = old.name != key and len(old.name) == len(key) and all(c in "0123456789abcdef" for c in old.name)
-            if earlier or old.name.startswith("build-"):
-                shutil.rmtree(old, ignore_errors=True)
+        _prune(cache, key)
     finally:
         os.close(lock)
     return binary
+
+
+def _prune(cache: Path, key: str) -> None:
+    """Remove what a killed build left (a build runs under the lock) and the builds of other
+    keys unused for KEEP_UNUSED_SECONDS: those of other checkouts on this machine are in use,
+    and a binary removed between another run's check and its start would fail that run."""
+    unused = time.time() - KEEP_UNUSED_SECONDS
+    for old in cache.iterdir():
+        other = old.name != key and len(old.name) == len(key) and all(c in "0123456789abcdef" for c in old.name)
+        if old.name.startswith("build-") or (other and old.stat().st_mtime < unused):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _key(root: Path, sources: list[Path]) -> str:

@@ -54,3 +54,17 @@ def test_a_failure_where_it_could_work_fails_the_tests_and_elsewhere_skips_them(
     monkeypatch.setattr(vcsim, "_outcome", vcsim.Outcome(False, "not root"))
     with pytest.raises(pytest.skip.Exception, match="not root"):
         vcsim.server()
+
+
+def test_a_build_prunes_what_a_killed_build_left_and_other_keys_unused_for_a_week(tmp_path):
+    """Other checkouts' builds in use stay: removing one would fail a run about to start it."""
+    import os
+    import time
+
+    key, recent, stale = "a" * 24, "b" * 24, "c" * 24
+    for name in (key, recent, stale, "build-x1y2", "unrelated"):
+        (tmp_path / name).mkdir()
+    week_and_a_day = time.time() - vcsim.KEEP_UNUSED_SECONDS - 86400
+    os.utime(tmp_path / stale, (week_and_a_day, week_and_a_day))
+    vcsim._prune(tmp_path, key)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([key, recent, "unrelated"])
