@@ -272,3 +272,31 @@ def test_tags_are_attached_and_a_missing_one_refuses_the_vm_before_anything_is_m
         folder = si.content.searchIndex.FindByInventoryPath(f"DC0/vm/{vsphere_target.VM_FOLDER}")
         assert folder is None or not folder.childEntity
     assert vcsim.password not in refused.log
+
+
+def test_vms_and_stemcells_show_as_managed_by_bosh_as_the_official_cpi_marks_them(cloud, si, image):
+    """create_stemcell registers the official CPI's vCenter extension (once: a second CPI
+    finds it), and the stemcell, its copies and the VMs carry its managedBy mark, so the
+    vSphere client warns an operator who edits or deletes them by hand."""
+    from cpi.clouds.vsphere import extension
+
+    cpi = cloud.cpi()
+    registered = si.content.extensionManager.FindExtension(extensionKey=extension.KEY)
+    assert registered is not None and registered.managedEntityInfo[0].type == extension.RESOURCE
+    vm_cid = cpi("create_vm", "agent-managed", cloud.stemcell, {**VM_TYPE, "datastores": ["LocalDS_0"]},
+                 network("10.0.0.70"), [], {})[0]
+    other = cpi("create_vm", "agent-managed-1", cloud.stemcell, {**VM_TYPE, "datastores": ["LocalDS_1"]},
+                network("10.0.0.71"), [], {})[0]
+    try:
+        folder = si.content.searchIndex.FindByInventoryPath(f"DC0/vm/{vsphere_target.TEMPLATE_FOLDER}")
+        templates = [vm for vm in folder.childEntity if vm.name.startswith(cloud.stemcell)]
+        assert len(templates) == 2  # the stemcell and its copy on the other datastore
+        for vm in [vm_of(si, vm_cid), vm_of(si, other), *templates]:
+            assert (vm.config.managedBy.extensionKey, vm.config.managedBy.type) == (extension.KEY, extension.RESOURCE)
+        again = cpi.call("create_stemcell", str(image), {})
+        assert again.error is None and f"vCenter extension {extension.KEY} registered" not in again.log  # found
+        cpi("delete_stemcell", again.result)
+        assert [e.key for e in si.content.extensionManager.extensionList].count(extension.KEY) == 1
+    finally:
+        cpi("delete_vm", vm_cid)
+        cpi("delete_vm", other)

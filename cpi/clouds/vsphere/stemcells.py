@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from cpi import locks, waits
 from cpi.errors import CloudError
 
-from . import collector, errors, metadata, tasks, transfer
+from . import collector, errors, extension, metadata, tasks, transfer
 from .place import Place, describe, pick
 
 if TYPE_CHECKING:
@@ -115,6 +115,8 @@ class Stemcells:
                                  + "; ".join(errors.describe(e) for e in spec.error))
             for warning in spec.warning or []:
                 log.warning("create_stemcell: the vCenter warns about the stemcell's OVF: %s", errors.describe(warning))
+            extension.register(self.session)
+            spec.importSpec.configSpec.managedBy = extension.managed_by(self.session)
             log.info("create_stemcell: importing %s (%d MiB) to datastore %s", stemcell_cid, disks_mib, datastore.name)
             vm = self._import(spec, pool, folder, workdir, stemcell_cid)
             try:
@@ -259,7 +261,7 @@ class Stemcells:
         folder = original.ref.parent
         log.info("copying stemcell %s to another datastore as '%s'", original.name, name)
         spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(datastore=datastore, pool=pool), template=False,
-                                powerOn=False)
+                                powerOn=False, config=vim.vm.ConfigSpec(managedBy=extension.managed_by(self.session)))
         try:
             vm = tasks.run(self.session, lambda: original.ref.CloneVM_Task(folder=folder, name=name, spec=spec),
                            f"copy of stemcell as {name}", done=lambda: self._find_by_name(name, original.name))

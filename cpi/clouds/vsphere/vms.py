@@ -28,7 +28,20 @@ from cpi.errors import BoshError, VMCreationFailed, VMNotFound
 from cpi.models import Network, VMResources
 from cpi.validation import parse
 
-from . import collector, devices, drs, errors, ip_conflicts, lookups, metadata, passthrough, pbm, tasks, transfer
+from . import (
+    collector,
+    devices,
+    drs,
+    errors,
+    extension,
+    ip_conflicts,
+    lookups,
+    metadata,
+    passthrough,
+    pbm,
+    tasks,
+    transfer,
+)
 from .place import HEADROOM_MIB, Place, datastore_names, describe, pick
 from .props import VMCloudProperties
 from .stemcells import StemcellMissing, Stemcells
@@ -253,6 +266,7 @@ class Vms:
             extraConfig=[vim.option.OptionValue(key=k, value=v) for k, v in extra.items()])
         if self._reserve_all_memory(props):
             config.memoryReservationLockedToMax = True
+        config.managedBy = extension.managed_by(self.session)  # "managed by BOSH" in the vSphere client
         if policy is not None:  # the VM's home and the ephemeral disk; the system disk below
             config.vmProfile = [policy.spec()]
             ephemeral_change.profile = [policy.spec()]

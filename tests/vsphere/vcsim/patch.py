@@ -63,6 +63,13 @@ EDITS: list[tuple[str, str, str, str]] = [
      "\t\tif key == val.Key {\n\t\t\tvm.Config.ExtraConfig = append(vm.Config.ExtraConfig, c)\n",
      "\t\tif key == val.Key {\n\t\t\tvm.Config.ExtraConfig = cpiSetExtraConfig(vm.Config.ExtraConfig, val)\n",
      "an extraConfig key set again was added once more, and one set to \"\" kept, where vSphere replaces and removes"),
+    ("service_instance.go",
+     "\trefs := mo.References(content)\n",
+     ("\tif content.ExtensionManager != nil {\n"
+      "\t\tMap.Put(cpiExtensionManager(content))\n"
+      "\t}\n"
+      "\trefs := mo.References(content)\n"),
+     "the ExtensionManager the service content names answered no method (see ExtensionManager)"),
     ("virtual_disk_manager.go",
      "\t\tif err := vdmCreateVirtualDisk(types.VirtualDeviceConfigSpecFileOperationCreate, req); err != nil {\n",
      "\t\tif err := cpiCreateVirtualDisk(req); err != nil {\n",

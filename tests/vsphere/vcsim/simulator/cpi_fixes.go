@@ -185,3 +185,53 @@ func cpiSetExtraConfig(options []types.BaseOptionValue, set *types.OptionValue) 
 	}
 	return append(kept, set)
 }
+
+// ExtensionManager is vCenter's registry of extensions (solutions such as a CPI, which
+// mark the VMs they manage with managedBy). 0.24 served none: its ServiceContent named an
+// ExtensionManager that answered no method.
+type ExtensionManager struct {
+	mo.ExtensionManager
+}
+
+func cpiExtensionManager(content types.ServiceContent) *ExtensionManager {
+	m := &ExtensionManager{}
+	m.Self = *content.ExtensionManager
+	return m
+}
+
+func (m *ExtensionManager) FindExtension(req *types.FindExtension) soap.HasFault {
+	body := &methods.FindExtensionBody{Res: &types.FindExtensionResponse{}}
+	for i := range m.ExtensionList {
+		if m.ExtensionList[i].Key == req.ExtensionKey {
+			found := m.ExtensionList[i]
+			body.Res.Returnval = &found
+		}
+	}
+	return body
+}
+
+func (m *ExtensionManager) RegisterExtension(req *types.RegisterExtension) soap.HasFault {
+	body := &methods.RegisterExtensionBody{}
+	for _, e := range m.ExtensionList {
+		if e.Key == req.Extension.Key {
+			body.Fault_ = Fault("", &types.InvalidArgument{InvalidProperty: "extension.key"})
+			return body
+		}
+	}
+	m.ExtensionList = append(m.ExtensionList, req.Extension)
+	body.Res = &types.RegisterExtensionResponse{}
+	return body
+}
+
+func (m *ExtensionManager) UnregisterExtension(req *types.UnregisterExtension) soap.HasFault {
+	body := &methods.UnregisterExtensionBody{}
+	for i, e := range m.ExtensionList {
+		if e.Key == req.ExtensionKey {
+			m.ExtensionList = append(append([]types.Extension(nil), m.ExtensionList[:i]...), m.ExtensionList[i+1:]...)
+			body.Res = &types.UnregisterExtensionResponse{}
+			return body
+		}
+	}
+	body.Fault_ = Fault("", &types.NotFound{})
+	return body
+}
