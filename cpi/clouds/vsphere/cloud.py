@@ -64,6 +64,7 @@ def _boundary(method: Callable[Concatenate[VsphereCloud, P], R]) -> Callable[Con
 
 class VsphereCloud(Cloud):
     name = "vsphere"
+    can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted (planned.py)
     stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["vsphere"]
     Properties = VsphereProperties
     context_overrides = CONTEXT_OVERRIDES

@@ -9,10 +9,12 @@ within `read_timeout` (each response), and carries TCP keepalive with a user tim
 kernel gives up on a dead peer in about a minute whatever is waiting on it.
 
 Every SOAP request (a method, or a property read, which pyVmomi sends as one) goes through
-`_Stub.InvokeMethod`: counted, retried by cpi.retry within `retry_budget_seconds` when the
-failure is transient and the request is safe to repeat (errors.classifier), and, when the
-vCenter says the session is gone (NotAuthenticated: it expired, was terminated, or the
-vCenter restarted), logged in again (at most RELOGINS times) and sent again. What still
+`_Stub.InvokeMethod`: the one place where a change is written to the audit trail and, under
+`cpi plan`, withheld (audited.py, planned.py); counted, retried by cpi.retry within
+`retry_budget_seconds` when the failure is transient and the request is safe to repeat
+(errors.classifier), and, when the vCenter says the session is gone (NotAuthenticated: it
+expired, was terminated, or the vCenter restarted), logged in again (at most RELOGINS
+times) and sent again. What still
 fails on the wire leaves as a CloudError naming the vCenter, the user and the bounding
 setting, never the password.
 
@@ -39,10 +41,10 @@ import time
 import xml.etree.ElementTree as ElementTree
 from typing import TYPE_CHECKING, Any
 
-from cpi import retry
+from cpi import plan, retry
 from cpi.errors import CloudError
 
-from . import errors
+from . import audited, errors
 
 if TYPE_CHECKING:
     from .props import VsphereProperties
@@ -172,6 +174,14 @@ def _make_stub_class():
             what = f"{type(mo).__name__.rsplit('.', 1)[-1]}.{method}"
             session = self.session
             relogins = 0
+            changes = not audited.read_only(method)
+            params = {p.name: a for p, a in zip(info.params, args, strict=False)} if changes else {}
+            if plan.active is not None:  # `cpi plan`: reads go out, every other method is withheld
+                from . import planned
+
+                if changes:
+                    return planned.withhold(session, self, mo, method, params, bool(getattr(info, "isTask", False)))
+                planned.before_read(mo, method, args)
 
             def send():
                 session.requests += 1
@@ -206,8 +216,8 @@ def _make_stub_class():
                     self.cookie = session.cookie  # the storage policy stub (pbm.py) shares the vim25 login
 
             try:
-                return retry.call(attempt, classify=errors.classifier(idempotent=_idempotent(method)), what=what,
-                                  budget=session.budget)
+                answer = retry.call(attempt, classify=errors.classifier(idempotent=_idempotent(method)), what=what,
+                                    budget=session.budget)
             except Exception as exc:
                 if errors.fault_name(exc) not in (None, "NotAuthenticated") and method != "Login":
                     raise  # the vCenter's answer: the caller knows what it means
@@ -215,6 +225,9 @@ def _make_stub_class():
                 if errors.fault_name(exc) is None and retry.unsure(errors.classifier, exc):
                     raise errors.Unsure(translated.message) from None
                 raise translated from None
+            if changes:
+                audited.after(mo, method, params, answer)
+            return answer
 
     return _Stub
 

@@ -31,11 +31,12 @@ class Tagging:
         self.session = session
         self.token: str | None = None
 
-    def _call(self, method: str, path: str, body: Any = None, *, auth: dict[str, str] | None = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, *, auth: dict[str, str] | None = None,
+              changes: bool | None = None) -> Any:
         headers = auth if auth is not None else {SESSION_HEADER: self.token or ""}
         status, data = transfer.request(self.session, method, REST + path, ok=(200,), headers=headers,
                                         body=json.dumps(body).encode() if body is not None else None,
-                                        content_type="application/json")
+                                        content_type="application/json", changes=changes)
         if status == 404:
             return None
         return json.loads(data).get("value") if data else None
@@ -43,11 +44,11 @@ class Tagging:
     def __enter__(self) -> Tagging:
         secret = self.session.properties.password.get_secret_value()
         basic = base64.b64encode(f"{self.session.user}:{secret}".encode()).decode()
-        self.token = self._call("POST", "/session", auth={"Authorization": f"Basic {basic}"})
+        self.token = self._call("POST", "/session", auth={"Authorization": f"Basic {basic}"}, changes=False)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._call("DELETE", "/session")
+        self._call("DELETE", "/session", changes=False)
 
     def _named(self, kind: str, ids: list[str]) -> dict[str, str]:
         found = {}
@@ -69,7 +70,7 @@ class Tagging:
                                        ok_to_retry=False)
             if tag.category not in in_category:
                 listed = self._call("POST", f"/tagging/tag/id:{urllib.parse.quote(category_id, safe=':')}"
-                                    "?~action=list-tags-for-category")
+                                    "?~action=list-tags-for-category", changes=False)
                 in_category[tag.category] = self._named("tag", listed)
             tag_id = in_category[tag.category].get(tag.tag)
             if tag_id is None:

@@ -13,6 +13,9 @@ collector that missed it, a connection that lost it) costs a slice, not the task
 Every change of state is logged with the time it took, and a task still
 running after `task_timeout` is cancelled and the call fails, naming it and how far it got.
 
+Under `cpi plan` a task the plan made up (planned.py: its method was withheld) is noted in
+the plan and not waited for; a real one (a datastore search) is waited for as always.
+
 A task that fails raises the vCenter's own fault (a vmodl.MethodFault), so callers can tell
 a DuplicateName or a FileNotFound from the rest; what nobody expects is translated at the
 cloud's boundary.
@@ -25,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cpi import waits
+from cpi import plan, waits
 from cpi.errors import CloudError
 
 from . import errors
@@ -104,6 +107,12 @@ def wait(session: Session, task: Any, what: str) -> Any:
     """The result of `task` once it succeeded; its fault if it failed; WaitTimeout (after
     cancelling it) when it runs longer than `task_timeout`."""
     timeout = session.properties.task_timeout
+    if plan.active is not None:  # a task the plan made up is noted, not waited for
+        from . import planned
+
+        made_up, result = planned.waited(task, what, timeout)
+        if made_up:
+            return result
     slice_seconds = max(1, int(min(WAIT_SLICE, session.properties.read_timeout / 2)))
     started = time.monotonic()
     watch = _Watch(session, task)

@@ -6,6 +6,10 @@ Every request goes through the session's connection class (bounded connect and r
 keepalive) with its cookie, and is retried by cpi.retry like a SOAP request: a whole-file
 PUT, a GET and a DELETE are safe to repeat. An upload streams from its file in chunks, and
 calls `progress` between them, which an NFC lease needs to stay alive.
+
+Like the SOAP stub (session.py), this is where a change over HTTP is written to the audit
+trail and, under `cpi plan`, withheld (planned.py): a datastore file written or deleted, a
+tag attached, a stemcell disk uploaded.
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
-from cpi import retry
+from cpi import plan, retry
 
-from . import errors
+from . import audited, errors
 
 if TYPE_CHECKING:
     from .session import Session
@@ -38,12 +42,24 @@ def datastore_path(datacenter: str, datastore: str, path: str) -> str:
 
 
 def request(session: Session, method: str, path: str, *, body: bytes | None = None, ok: tuple[int, ...] = (200, 201),
-            content_type: str = "application/octet-stream", headers: dict[str, str] | None = None
-            ) -> tuple[int, bytes]:
+            content_type: str = "application/octet-stream", headers: dict[str, str] | None = None,
+            changes: bool | None = None) -> tuple[int, bytes]:
     """(status, body) of one request to the vCenter, with the session's cookie (or, given,
     `headers` instead: the REST API's own session); a status outside `ok` (and not 404, which
-    callers read as "not there") fails as a CloudError naming the request."""
+    callers read as "not there") fails as a CloudError naming the request.
+
+    `changes`: whether the request changes anything; by default every method but GET, HEAD
+    and OPTIONS does (a REST call that only reads with POST says so). A change is written to
+    the audit trail, and withheld under `cpi plan`."""
     what = f"{method} {path.split('?', 1)[0]}"
+    if changes is None:
+        changes = method not in audited.HTTP_READS
+    if plan.active is not None:
+        from . import planned
+
+        if changes:
+            return planned.http(method, path, body)
+        plan.active.read(what, path)
 
     def send() -> tuple[int, bytes]:
         session.requests += 1
@@ -67,6 +83,8 @@ def request(session: Session, method: str, path: str, *, body: bytes | None = No
         raise session.translate(exc, what) from None
     if status not in ok and status != 404:
         raise session.translate(http.client.HTTPException(f"{status} {data[:200]!r}"), what)
+    if changes and status != 404:
+        audited.http_after(method, path, body)
     return status, data
 
 
@@ -74,7 +92,13 @@ def upload(session: Session, url: str, source: BinaryIO, size: int, *, method: s
            progress: Callable[[int], None] | None = None, what: str) -> None:
     """Stream `size` bytes of `source` to `url` (an NFC lease's device URL, `*` for the
     vCenter itself), calling `progress(bytes sent)` at most every PROGRESS_EVERY seconds.
-    One attempt: a lease's upload cannot be resumed, and a failed one aborts the import."""
+    One attempt: a lease's upload cannot be resumed, and a failed one aborts the import.
+    Under `cpi plan` nothing is sent: the plan lists the upload."""
+    if plan.active is not None:
+        from . import planned
+
+        planned.upload(url, size, what)
+        return
     parsed = urllib.parse.urlsplit(url)
     host = parsed.hostname if parsed.hostname and parsed.hostname != "*" else None
     connection = session.open_connection(host, parsed.port if host else None)
@@ -107,3 +131,4 @@ def upload(session: Session, url: str, source: BinaryIO, size: int, *, method: s
         raise session.translate(http.client.HTTPException(f"{response.status} {response.reason}"), what)
     elapsed = time.monotonic() - started
     log.info("%s: %d MiB in %.1fs", what, size >> 20, elapsed)
+    audited.upload_after(url, size)
