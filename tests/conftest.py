@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support import suite
+from tests.support import vcsim as vcsim_server
 from tests.support.runner import stop_helper
 
 _start: dict = {}
@@ -45,3 +46,25 @@ def pytest_sessionfinish(session, exitstatus):
         suite.remove()
     else:
         say(f"the run's files are kept for a look: {suite.root()}")
+
+
+# the vSphere simulator, for tests/vsphere and the cross-cloud tests that run on it: here, so that
+# one session starts one simulator whichever directories it runs
+@pytest.fixture(scope="session")
+def vcsim() -> vcsim_server.Vcsim:
+    """The running simulator (url, host, port, username, password); skips or fails every test
+    that uses it when it cannot be had, saying why (see tests/support/vcsim.py)."""
+    server = vcsim_server.server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def si(vcsim):
+    """A pyvmomi ServiceInstance logged in to the simulator."""
+    from pyVim.connect import Disconnect, SmartConnect
+
+    instance = SmartConnect(host=vcsim.host, port=vcsim.port, user=vcsim.username, pwd=vcsim.password,
+                            disableSslCertValidation=True)
+    yield instance
+    Disconnect(instance)

@@ -1,5 +1,5 @@
 """`cpi plan` (cpi/plan.py) through the real `cpi` executable, on the local cloud, moto behind
-the fault proxy, and the loopback OpenStack services.
+the fault proxy, the loopback OpenStack services and VMware's simulator.
 
 Each planned call is followed by the real one: the plan must have changed nothing (the
 local state dir is byte for byte the same; the proxies saw no mutating request, EC2's only
@@ -75,8 +75,9 @@ def _replace(value: Any, mapping: dict[str, str]) -> Any:
     return value
 
 
-#: Names the CPI draws at random for each call (OpenStack's server, port and volume names).
-_DRAWN = re.compile(r"\b(vm|volume)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: Names the CPI draws at random for each call (OpenStack's server, port and volume names;
+#: vSphere's VM, stemcell, disk and snapshot names, which are also their cids).
+_DRAWN = re.compile(r"\b(vm|volume|sc|disk|snap)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _agrees(planned: Any, real: Any) -> bool:
@@ -102,9 +103,21 @@ def _known(value: Any) -> int:
     return value is not None
 
 
-def assert_plan_matches(document: dict, result: Any, lines: list[dict]) -> None:
-    assert document["would_fail"] is None and document["complete"], document
+def _undrawn(value: Any) -> Any:
+    return _DRAWN.sub(r"\1-<drawn>", value) if isinstance(value, str) else value
+
+
+def assert_plan_matches(document: dict, result: Any, lines: list[dict], *, complete: bool = True) -> None:
+    """The plan lists what the real call did (its audit `lines`). With `complete=False` the
+    plan may have stopped at a read only the real change could answer (cpi.plan.Horizon):
+    what it lists up to there is then what the real call did first."""
     planned = [s for s in document["steps"] if s["step"] == "mutation"]
+    if complete:
+        assert document["would_fail"] is None and document["complete"], document
+    else:
+        assert document["would_fail"] is None and document["stopped_at"], document
+        assert planned, document
+        lines = lines[:len(planned)]
     assert [(s["action"], s["resource_type"]) for s in planned] == \
         [(e["action"], e["resource_type"]) for e in lines], (planned, lines)
     mapping = {}
@@ -116,13 +129,13 @@ def assert_plan_matches(document: dict, result: Any, lines: list[dict]) -> None:
             mapping[placeholder] = real
     for step, line in zip(planned, lines, strict=False):
         step = _replace(step, mapping)
-        assert step["resource_id"] == line["resource_id"], (step, line)
+        assert _undrawn(step["resource_id"]) == _undrawn(line["resource_id"]), (step, line)
         for side in ("old", "new"):
             assert _agrees(step["changes"][side], line["changes"][side]), (side, step, line)
         # and it says most of it: None (open) is only for what the cloud alone can tell
         assert 2 * _known(step["changes"]) >= _known(line["changes"]), (step, line)
         assert step["director_uuid"] == DIRECTOR and step["method"] == line["method"]
-    if document["would_return"] is not None:
+    if complete and document["would_return"] is not None:
         assert _agrees(_replace(document["would_return"], mapping), result), (document["would_return"], result)
 
 
@@ -341,3 +354,63 @@ def test_openstack_plans_send_no_change_and_list_what_the_real_calls_do(request,
     finally:
         for proxy in proxies:
             proxy.stop()
+
+
+# ---------------------------------------------------------------- vsphere (VMware's simulator)
+
+
+def test_vsphere_plans_change_nothing_and_list_what_the_real_calls_do(vcsim, si, tmp_path):
+    from tests.vsphere import stemcell
+    from tests.vsphere import target as vs_target
+
+    trail_path = tmp_path / "audit" / "audit.log"
+    config = vs_target.write_config(tmp_path / "vsphere.json", vcsim)
+    document = json.loads(config.read_text())
+    document["cloud"]["properties"]["audit"] = {"path": str(trail_path)}
+    # a plan and its real call each draw a datastore at random (place.pick): one to draw from
+    datacenter = document["cloud"]["properties"]["vsphere"]["datacenters"][0]
+    datacenter["datastore_pattern"] = datacenter["persistent_datastore_pattern"] = "^LocalDS_0$"
+    config.write_text(json.dumps(document))
+    trail = Trail(trail_path, Cpi(config, director_uuid=DIRECTOR))
+    vcenter = vs_target.Vcenter(vcsim, si)
+    image = stemcell.build(tmp_path / "stemcell")
+
+    def planned_then_real(method: str, *arguments: Any, complete: bool = True) -> Any:
+        before = vcenter.state()
+        document = plan(config, method, *arguments)
+        assert vcenter.state() == before, f"plan of {method} changed the vCenter"
+        mutations = [s for s in document["steps"] if s["step"] == "mutation"]
+        assert mutations, document
+        # each withheld change names its target, and says no dry run checked it
+        assert all(s["resource_id"] and s["permission"] == "not checked: vSphere has no dry run"
+                   for s in mutations), mutations
+        assert document["complete"] is complete, document
+        result, lines = trail.call(method, *arguments)
+        assert_plan_matches(document, result, lines, complete=complete)
+        return document, result
+
+    # the import stops at the lease's upload URLs, which only the vCenter hands out
+    document, sc = planned_then_real("create_stemcell", *vs_target.stemcell_args(image),
+                                     complete=False)
+    assert [(s["action"], s["resource_type"]) for s in document["steps"] if s["step"] == "mutation"] == \
+        [("create", "folder"), ("import", "stemcell")]
+    assert "import lease of sc-" in next(s["what"] for s in document["steps"] if s["step"] == "wait")
+    # the clone stops where the new VM's devices are read
+    network = {"default": {"type": "manual", "ip": "10.0.0.31", "netmask": "255.255.255.0", "gateway": "10.0.0.1",
+                           "cloud_properties": {"name": vs_target.NETWORK}}}
+    document, (vm, _) = planned_then_real("create_vm", "agent-plan", sc, {"cpu": 1, "ram": 512, "disk": 1024},
+                                          network, [], {}, complete=False)
+    clone = [s for s in document["steps"] if s["step"] == "mutation"][-1]
+    assert (clone["action"], clone["resource_type"]) == ("create", "vm") and clone["resource_id"].startswith("vm-")
+    _, disk = planned_then_real("create_disk", 1024, {}, vm)
+    # the attachment stops where the VM's new devices are read
+    planned_then_real("attach_disk", vm, disk, complete=False)
+    planned_then_real("set_vm_metadata", vm, {"job": "web", "index": "0"})
+    document, _ = planned_then_real("delete_vm", vm)
+    actions = [(s["action"], s["resource_type"]) for s in document["steps"] if s["step"] == "mutation"]
+    assert actions == [("power_off", "vm"), ("reconfigure", "vm"), ("delete", "vm"), ("delete", "file")], actions
+    planned_then_real("delete_disk", disk)
+    templates = {ref._moId for name, ref in vcenter.vms(vs_target.TEMPLATE_FOLDER).items() if name.startswith(sc)}
+    document, _ = planned_then_real("delete_stemcell", sc)
+    assert {(s["action"], s["resource_id"]) for s in document["steps"] if s["step"] == "mutation"} == \
+        {("delete", ref) for ref in templates}

@@ -41,14 +41,22 @@ def write_config(path: Path, server: vcsim_server.Vcsim, **overrides: Any) -> Pa
     return path
 
 
+def stemcell_args(image: Path) -> list[Any]:
+    """create_stemcell's image path and cloud_properties for an image stemcell.build made."""
+    return [str(image), {"name": "bosh-vsphere-esxi-ubuntu-jammy-go_agent", "version": "1.0",
+                         "infrastructure": "vsphere", "disk": 2048, "disk_format": "ovf"}]
+
+
 class Vcenter:
     """The test's own pyVmomi view of the simulator."""
 
-    def __init__(self, server: vcsim_server.Vcsim):
+    def __init__(self, server: vcsim_server.Vcsim, si: Any = None):
+        """A connection of its own, or `si` (the `si` fixture's, which `close` then leaves open)."""
         from pyVim.connect import SmartConnect
 
-        self.si = SmartConnect(host=server.host, port=server.port, user=server.username, pwd=server.password,
-                               disableSslCertValidation=True)
+        self.own = si is None
+        self.si = si if si is not None else SmartConnect(host=server.host, port=server.port, user=server.username,
+                                                         pwd=server.password, disableSslCertValidation=True)
         self.content = self.si.content
 
     def find(self, path: str) -> Any:
@@ -79,10 +87,56 @@ class Vcenter:
         names = {f.key: f.name for f in self.content.customFieldsManager.field or []}
         return {names[v.key]: v.value for v in entity.customValue or [] if v.key in names}
 
+    def state(self) -> dict[str, Any]:
+        """Everything a CPI call could change, as the vCenter tells it: each VM (name, folder,
+        power, devices and their files, extraConfig, custom attributes, snapshots), each
+        folder, every file on every datastore with its size, the custom field definitions and
+        the clusters' DRS rules and groups. Equal before and after: nothing was changed."""
+        from pyVim.task import WaitForTask
+        from pyVmomi import vim
+
+        def every(kind: type) -> list[Any]:
+            view = self.content.viewManager.CreateContainerView(self.content.rootFolder, [kind], True)
+            try:
+                return list(view.view)
+            finally:
+                view.DestroyView()
+
+        vms = {}
+        for vm in every(vim.VirtualMachine):
+            config = vm.config
+            vms[vm._moId] = {
+                "name": vm.name, "folder": vm.parent._moId, "power": str(vm.runtime.powerState),
+                "cpu": config.hardware.numCPU, "ram": config.hardware.memoryMB, "version": config.version,
+                "devices": sorted(f"{type(d).__name__} {d.key} {getattr(d.backing, 'fileName', '')}"
+                                  for d in config.hardware.device),
+                "extra": sorted((o.key, str(o.value)) for o in config.extraConfig or []),
+                "custom": self.custom_values(vm),
+                "snapshot": vm.snapshot.currentSnapshot._moId if vm.snapshot else None}
+        folders = sorted((f._moId, f.name, f.parent._moId if f.parent else None) for f in every(vim.Folder))
+        files = {}
+        browser = vim.host.DatastoreBrowser
+        for datastore in self.datastores():
+            task = datastore.browser.SearchDatastoreSubFolders_Task(
+                datastorePath=f"[{datastore.name}]",
+                searchSpec=browser.SearchSpec(matchPattern=["*"], details=browser.FileInfo.Details(fileSize=True)))
+            WaitForTask(task)
+            for folder in task.info.result or []:
+                for found in folder.file or []:
+                    files[f"{folder.folderPath.rstrip('/')}/{found.path}"] = found.fileSize
+        clusters = {c._moId: {"rules": sorted((r.name, sorted(v._moId for v in getattr(r, "vm", None) or []))
+                                              for r in c.configurationEx.rule or []),
+                              "groups": sorted(g.name for g in c.configurationEx.group or []),
+                              "drs_vms": sorted(i.key._moId for i in c.configurationEx.drsVmConfig or [])}
+                    for c in every(vim.ClusterComputeResource)}
+        fields = sorted((f.key, f.name) for f in self.content.customFieldsManager.field or [])
+        return {"vms": vms, "folders": folders, "files": files, "clusters": clusters, "fields": fields}
+
     def close(self) -> None:
         from pyVim.connect import Disconnect
 
-        Disconnect(self.si)
+        if self.own:
+            Disconnect(self.si)
 
 
 class VsphereTarget(Target):
@@ -98,8 +152,7 @@ class VsphereTarget(Target):
 
     # -- inputs
     def stemcell_args(self) -> list[Any]:
-        return [str(self.image), {"name": "bosh-vsphere-esxi-ubuntu-jammy-go_agent", "version": "1.0",
-                                  "infrastructure": "vsphere", "disk": 2048, "disk_format": "ovf"}]
+        return stemcell_args(self.image)
 
     def vm_cloud_properties(self) -> dict[str, Any]:
         return {"cpu": 1, "ram": 512, "disk": 1024}
