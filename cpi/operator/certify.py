@@ -19,8 +19,9 @@ from typing import Any
 
 from cpi import processes
 
-#: What the clouds log once per call: "12 AWS requests (RunInstances 1, ...)", "3 OpenStack requests".
-REQUESTS = re.compile(r"\b(\d+) (?:AWS|OpenStack) requests?\b")
+#: What the clouds log once per call: "12 AWS requests (RunInstances 1, ...)", "3 OpenStack
+#: requests", "create_vm: 9 vCenter requests in 0.40s".
+REQUESTS = re.compile(r"\b(\d+) (?:AWS|OpenStack|vCenter) requests?\b")
 
 #: The CPI method that deletes each kind a run creates, and the order cleanup deletes in
 #: (the reverse of creation, except that a VM goes before the disk it may still hold).
