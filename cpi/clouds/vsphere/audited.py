@@ -40,6 +40,10 @@ READS = frozenset({
     "SearchDatastore_Task", "SearchDatastoreSubFolders_Task",
     "CreateImportSpec", "ParseDescriptor", "ValidateHost",
     "QueryConfigOption", "QueryConfigOptionDescriptor", "QueryConfigTarget", "QueryTargetCapabilities",
+    "FindExtension", "RetrieveVendorDeviceGroupInfo",
+    # the storage policy service (pbm.py)
+    "PbmRetrieveServiceContent", "PbmQueryProfile", "PbmRetrieveContent", "PbmCheckRequirements",
+    "PbmQueryAssociatedProfile",
 })
 
 #: HTTP methods of the file service and the REST API that change nothing.
@@ -162,6 +166,9 @@ def describe(mo: Any, method: str, params: dict[str, Any], answer: Any = None) -
         return "delete", "file", p("name"), None, None
     if method == "MakeDirectory":
         return "create", "directory", p("name"), None, None
+    if method == "RegisterExtension":
+        extension = p("extension")
+        return "register", "extension", getattr(extension, "key", None), None, None
     # a method this table does not know: still a line, naming it and its object
     return method, kind_of(mo), own, None, None
 

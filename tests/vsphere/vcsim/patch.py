@@ -70,6 +70,15 @@ EDITS: list[tuple[str, str, str, str]] = [
       "\t}\n"
       "\trefs := mo.References(content)\n"),
      "the ExtensionManager the service content names answered no method (see ExtensionManager)"),
+    ("file_manager.go",
+     "\tmkdir := os.Mkdir\n",
+     ("\tif fault := cpiDirectoryExists(req.Name, name); fault != nil {\n"
+      "\t\tbody.Fault_ = Fault(\"\", fault)\n"
+      "\t\treturn body\n"
+      "\t}\n"
+      "\tmkdir := os.Mkdir\n"),
+     "MakeDirectory with createParentDirectories made nothing of a directory that is there, where vSphere "
+     "answers FileAlreadyExists"),
     ("virtual_disk_manager.go",
      "\t\tif err := vdmCreateVirtualDisk(types.VirtualDeviceConfigSpecFileOperationCreate, req); err != nil {\n",
      "\t\tif err := cpiCreateVirtualDisk(req); err != nil {\n",

@@ -235,3 +235,12 @@ func (m *ExtensionManager) UnregisterExtension(req *types.UnregisterExtension) s
 	body.Fault_ = Fault("", &types.NotFound{})
 	return body
 }
+
+// cpiDirectoryExists is vSphere's answer to MakeDirectory of a directory that is there:
+// FileAlreadyExists, with or without createParentDirectories (0.24 let os.MkdirAll succeed).
+func cpiDirectoryExists(datastorePath string, local string) types.BaseMethodFault {
+	if info, err := os.Stat(local); err == nil && info.IsDir() {
+		return &types.FileAlreadyExists{FileFault: types.FileFault{File: datastorePath}}
+	}
+	return nil
+}
