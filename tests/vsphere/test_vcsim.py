@@ -2,10 +2,11 @@
 will use it: a real client against the real simulator (tests/support/vcsim.py), no mocks.
 
 Beyond its default inventory, these pin down what vSphere does and the CPI will rely on,
-four of them only through the fixture's patches (tests/vsphere/vcsim/patch.py; against the
-unpatched 0.24 the last three tests fail): a clone gets devices of its own,
+five of them only through the fixture's patches (tests/vsphere/vcsim/patch.py; against the
+unpatched 0.24 the last four tests fail): a clone gets devices of its own,
 ExtendVirtualDisk_Task grows a disk and refuses to shrink it, a VirtualDiskManager task has
-no entity, and reading an unset property gives None instead of dropping the connection.
+no entity, reading an unset property gives None instead of dropping the connection, and
+datastores move into and out of a datastore cluster, which Destroy_Task removes.
 That destroying a VM deletes its attached disks' files 0.24 does as it is."""
 
 from __future__ import annotations
@@ -140,3 +141,27 @@ def test_reading_an_unset_property_gives_none_and_keeps_the_connection(si):
     vm = _find(si, "DC0/vm/DC0_H0_VM1")
     assert vm.snapshot is None
     assert vm.name == "DC0_H0_VM1"  # the same connection still answers
+
+
+def test_datastores_move_into_and_out_of_a_datastore_cluster_which_is_destroyed_without_them(si):
+    dc = _find(si, "DC0")
+    folder = dc.datastoreFolder
+    datastores = sorted(dc.datastore, key=lambda d: d.name)
+    sub = folder.CreateFolder(name="cpi-test-pods")
+    pod = sub.CreateStoragePod(name="cpi-test-pod")
+    try:
+        assert pod.podStorageDrsEntry.storageDrsConfig.podConfig.enabled  # on when made, as in vSphere
+        for datastore in datastores:  # one move at a time: each listed once
+            WaitForTask(pod.MoveIntoFolder_Task(list=[datastore]))
+        assert [d.name for d in pod.childEntity] == ["LocalDS_0", "LocalDS_1"]
+        assert all(d.parent == pod for d in datastores)
+        assert {d.name for d in dc.datastore} == {"LocalDS_0", "LocalDS_1"}  # still the datacenter's
+        WaitForTask(folder.MoveIntoFolder_Task(list=[datastores[0]]))  # out again
+        assert datastores[0].parent == folder and [d.name for d in pod.childEntity] == ["LocalDS_1"]
+        WaitForTask(pod.Destroy_Task())  # its datastore goes to the pod's folder, not away
+        assert datastores[1].parent == sub and list(sub.childEntity) == [datastores[1]]
+    finally:
+        WaitForTask(folder.MoveIntoFolder_Task(list=datastores))
+        WaitForTask(sub.Destroy_Task())
+    assert all(d.parent == folder for d in datastores)
+    assert {d.name for d in dc.datastore} == {"LocalDS_0", "LocalDS_1"}

@@ -83,6 +83,25 @@ EDITS: list[tuple[str, str, str, str]] = [
      "\t\tif err := vdmCreateVirtualDisk(types.VirtualDeviceConfigSpecFileOperationCreate, req); err != nil {\n",
      "\t\tif err := cpiCreateVirtualDisk(req); err != nil {\n",
      "CreateVirtualDisk_Task records the capacity, so that ExtendVirtualDisk_Task can refuse a shrink"),
+    ("folder.go",
+     ("\t\t\tparent, ok := Map.Get(*(obj.Entity()).Parent).(*Folder)\n\n"
+      "\t\t\tif !ok || !folderHasChildType(&f.Folder, ref.Type) {\n"
+      "\t\t\t\treturn nil, &types.NotSupported{}\n"
+      "\t\t\t}\n\n"
+      "\t\t\tfolderRemoveChild(ctx, &parent.Folder, ref)\n"),
+     ("\t\t\tparent, ok := cpiParentFolder(obj)\n\n"
+      "\t\t\tif !ok || !folderHasChildType(&f.Folder, ref.Type) {\n"
+      "\t\t\t\treturn nil, &types.NotSupported{}\n"
+      "\t\t\t}\n\n"
+      "\t\t\tfolderRemoveChild(ctx, parent, ref)\n"),
+     "MoveIntoFolder_Task refused to move a datastore out of a datastore cluster (StoragePod)"),
+    ("folder.go",
+     ("\tf := &Folder{Folder: p.Folder}\n"
+      "\tres := f.MoveIntoFolderTask(ctx, c)\n"
+      "\tp.ChildEntity = append(p.ChildEntity, f.ChildEntity...)\n"
+      "\treturn res\n"),
+     "\treturn cpiMoveIntoPod(ctx, p, c)\n",
+     "a datastore cluster's MoveIntoFolder_Task listed its earlier datastores twice"),
 ]
 
 
@@ -99,7 +118,7 @@ def apply(package: Path) -> list[str]:
         path.write_text(text.replace(old, new))
         done.append(f"{name}: {why}")
     shutil.copyfile(FIXES, package / FIXES.name)
-    done.append(f"{FIXES.name}: ExtendVirtualDisk_Task, which 0.24 lacks")
+    done.append(f"{FIXES.name}: ExtendVirtualDisk_Task and a datastore cluster's Destroy_Task, which 0.24 lacks")
     return done
 
 

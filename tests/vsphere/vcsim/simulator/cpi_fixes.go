@@ -244,3 +244,69 @@ func cpiDirectoryExists(datastorePath string, local string) types.BaseMethodFaul
 	}
 	return nil
 }
+
+// Datastore clusters (StoragePods). vSphere moves a datastore into a datastore cluster with
+// the cluster's MoveIntoFolder_Task and out of it with its new folder's, and destroys a
+// cluster with Destroy_Task, its datastores going to the cluster's folder. 0.24 refused the
+// move out (it looked for the datastore's parent among plain folders), listed a cluster's
+// earlier datastores twice after a second move in (it appended a copy of the list to
+// itself), and had no Destroy_Task for a cluster.
+
+// cpiParentFolder is the folder or datastore cluster that holds `obj`, as a Folder.
+func cpiParentFolder(obj mo.Entity) (*mo.Folder, bool) {
+	parent := obj.Entity().Parent
+	if parent == nil {
+		return nil, false
+	}
+	switch p := Map.Get(*parent).(type) {
+	case *Folder:
+		return &p.Folder, true
+	case *StoragePod:
+		return &p.Folder, true
+	}
+	return nil, false
+}
+
+// cpiMoveIntoPod moves datastores into the datastore cluster `p` (its MoveIntoFolder_Task).
+func cpiMoveIntoPod(ctx *Context, p *StoragePod, req *types.MoveIntoFolder_Task) soap.HasFault {
+	task := CreateTask(p, "moveIntoFolder", func(*Task) (types.AnyType, types.BaseMethodFault) {
+		for _, ref := range req.List {
+			obj, ok := Map.Get(ref).(mo.Entity)
+			if !ok || !folderHasChildType(&p.Folder, ref.Type) {
+				return nil, &types.NotSupported{}
+			}
+			parent, ok := cpiParentFolder(obj)
+			if !ok {
+				return nil, &types.NotSupported{}
+			}
+			folderRemoveChild(ctx, parent, ref)
+			folderPutChild(ctx, &p.Folder, obj)
+		}
+		return nil, nil
+	})
+	return &methods.MoveIntoFolder_TaskBody{
+		Res: &types.MoveIntoFolder_TaskResponse{Returnval: task.Run()},
+	}
+}
+
+// DestroyTask is a datastore cluster's Destroy_Task (0.24 answered MethodNotFound): its
+// datastores go to the folder that holds it, not away, and then it goes.
+func (p *StoragePod) DestroyTask(ctx *Context, req *types.Destroy_Task) soap.HasFault {
+	task := CreateTask(p, "destroy", func(*Task) (types.AnyType, types.BaseMethodFault) {
+		parent, ok := cpiParentFolder(p)
+		if !ok {
+			return nil, &types.NotSupported{}
+		}
+		for _, ref := range append([]types.ManagedObjectReference(nil), p.ChildEntity...) {
+			if obj, ok := Map.Get(ref).(mo.Entity); ok {
+				folderRemoveChild(ctx, &p.Folder, ref)
+				folderPutChild(ctx, parent, obj)
+			}
+		}
+		folderRemoveChild(ctx, parent, p.Self)
+		return nil, nil
+	})
+	return &methods.Destroy_TaskBody{
+		Res: &types.Destroy_TaskResponse{Returnval: task.Run()},
+	}
+}
