@@ -18,8 +18,16 @@ def retrieve(session: Session, object_specs: list[Any], kind: type, paths: list[
 
     collector = vmodl.query.PropertyCollector
     spec = collector.FilterSpec(objectSet=object_specs, propSet=[collector.PropertySpec(type=kind, pathSet=paths)])
+    yield from retrieve_specs(session, [spec])
+
+
+def retrieve_specs(session: Session, filter_specs: list[Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """(object, {property path: value}) of each object the filter specs select: several
+    kinds, each with its properties, in one request."""
+    from pyVmomi import vmodl
+
     pc = session.content.propertyCollector
-    result = pc.RetrievePropertiesEx(specSet=[spec], options=collector.RetrieveOptions())
+    result = pc.RetrievePropertiesEx(specSet=filter_specs, options=vmodl.query.PropertyCollector.RetrieveOptions())
     while result is not None:
         for item in result.objects:
             yield item.obj, {p.name: p.val for p in item.propSet}

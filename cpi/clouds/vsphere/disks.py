@@ -35,7 +35,8 @@ from cpi.errors import NotImplemented as CpiNotImplemented
 from cpi.validation import parse
 
 from . import devices, errors, tasks, transfer
-from .place import Datastore, Place, datastore_names, describe, pick
+from .patterns import compile_pattern
+from .place import Datastore, Place, describe, pick
 from .props import DiskCloudProperties
 
 if TYPE_CHECKING:
@@ -155,9 +156,7 @@ class Disks:
         from pyVmomi import vim
 
         props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
-        names = datastore_names(props.datastores)
-        pattern = "^(" + "|".join(re.escape(n) for n in names) + ")$" if names else \
-            self.place.config.persistent_datastore_pattern
+        pattern, what = self.place.storage(props.datastores, persistent=True)
         if vm_cid:
             vm = self.vms.require(vm_cid)
             reachable = self.place.datastores(list(vm.runtime.host.datastore))
@@ -166,8 +165,7 @@ class Disks:
         candidates = self.place.matching(reachable, pattern)
         datastore = pick(candidates, size_mib)
         if datastore is None:
-            raise CloudError(f"create_disk: no datastore {'the VM reaches ' if vm_cid else ''}matching "
-                             f"{'the disk_type datastores' if names else 'persistent_datastore_pattern'} has "
+            raise CloudError(f"create_disk: no datastore {'the VM reaches ' if vm_cid else ''}matching {what} has "
                              f"{size_mib} MiB and the headroom free: {describe(candidates)}")
         value = props.name or f"disk-{uuid.uuid4()}"
         path = self._path(datastore.name, value)
@@ -181,7 +179,8 @@ class Disks:
                   f"creating {path}", done=lambda: True if self._exists(path) else None)
         log.info("create_disk: %s (%d MiB, %s) on datastore %s", value, size_mib, disk_type, datastore.name)
         self._write_metadata(Found(datastore, path), {})
-        return DiskCid.encode(value, pattern) if names and pattern else value
+        # the official CPI's rule: a disk_type that names its datastores puts their pattern in the cid
+        return DiskCid.encode(value, pattern) if props.datastores else value
 
     def _make_directory(self, path: str) -> None:
         from pyVmomi import vim
@@ -247,7 +246,7 @@ class Disks:
         """`found`, or where it was moved to: a datastore the VM's host reaches that matches
         the disk's pattern, with room for it."""
         reachable = self.place.datastores(list(vm.runtime.host.datastore))
-        pattern = cid.target_pattern or self.place.config.persistent_datastore_pattern
+        pattern = cid.target_pattern or self.place.storage(None, persistent=True)[0]
         wanted = self.place.matching(reachable, pattern)
         if any(d.name == found.datastore.name for d in wanted):
             return found
@@ -325,7 +324,8 @@ class Disks:
         found = self.require(raw)
         if props.type and props.type != self.properties.default_disk_type:
             raise NotSupported(f"update_disk: vSphere cannot turn disk '{raw}' into a {props.type} disk in place")
-        if props.datastores and found.datastore.name not in (datastore_names(props.datastores) or []):
+        if props.datastores and not compile_pattern(self.place.storage(props.datastores, persistent=True)[0]).search(
+                found.datastore.name):
             raise NotSupported(f"update_disk: disk '{raw}' is on datastore {found.datastore.name}, not one the "
                                "disk_type names")
         self.resize(raw, new_mib)

@@ -8,6 +8,12 @@ datastore is drawn with a weight equal to the space it would have left, so two e
 datastores take about half the disks each, a fuller one fewer, and one that would be left
 with less than HEADROOM_MIB none at all.
 
+Which datastores match is the official CPI's rule: a vm_type's or disk_type's `datastores`
+(names, and the datastores of the datastore clusters it names), else the global pattern and
+the datastores of the datastore clusters the global cluster pattern matches; clusters count
+only with Storage DRS on (pods.py). Both come down to one pattern, which a disk's cid
+carries (disks.py), as the official CPI's does.
+
 Reads come in one PropertyCollector request per question (the free space of every candidate
 datastore at once), whatever the number of datastores.
 """
@@ -21,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.errors import CloudError
 
-from . import collector, lookups
+from . import collector, lookups, pods
 from .patterns import compile_pattern
 
 if TYPE_CHECKING:
@@ -53,12 +59,6 @@ def pick(candidates: list[Datastore], need_mib: int, rng: random.Random | None =
     return (rng or random).choices(fitting, weights=[d.free_mib - need_mib for d in fitting])[0]
 
 
-def datastore_names(storage: list | None) -> list[str] | None:
-    """The exact datastore names of a vm_type's or disk_type's `datastores` (its datastore
-    clusters entry aside); None when it names none."""
-    return [entry for entry in storage or [] if isinstance(entry, str)] or None
-
-
 def describe(candidates: list[Datastore]) -> str:
     """The candidates as an error names them: each with its free space, and why it is out."""
     if not candidates:
@@ -75,6 +75,7 @@ class Place:
         self.config = properties.datacenter
         self.director_uuid = director_uuid
         self._datacenter: Any = None
+        self._pods: list[pods.Pod] | None = None
 
     @property
     def datacenter(self) -> Any:
@@ -175,16 +176,56 @@ class Place:
         except vim.fault.FileNotFound:
             log.info("%s was not there", path)
 
-    def matching(self, datastores: list[Datastore], pattern: str | None, names: list[str] | None = None
-                 ) -> list[Datastore]:
-        """Those of `datastores` a cloud_properties list names exactly, else those `pattern`
-        matches (anywhere in the name, as the official CPI's Ruby `=~`)."""
-        if names:
-            return [d for d in datastores if d.name in names]
+    def matching(self, datastores: list[Datastore], pattern: str | None) -> list[Datastore]:
+        """Those of `datastores` `pattern` matches (anywhere in the name, as the official
+        CPI's Ruby `=~`)."""
         if not pattern:
             return []
         regex = compile_pattern(pattern)
         return [d for d in datastores if regex.search(d.name)]
+
+    def pods(self) -> list[pods.Pod]:
+        """The datacenter's datastore clusters (read once in a call)."""
+        if self._pods is None:
+            self._pods = pods.read(self.session, self.datacenter)
+        return self._pods
+
+    def storage(self, datastores: list | None, persistent: bool) -> tuple[str, str]:
+        """(pattern, what it is for an error) of the datastores an ephemeral (or, when
+        `persistent`, a persistent) disk may go on: those of a vm_type's or disk_type's
+        `datastores` when given, else the global ones. A datastore cluster named but not
+        there, or clusters that leave no datastore, are a CloudError naming them: nothing
+        has been made yet."""
+        owner = "disk_type" if persistent else "vm_type"
+        if datastores:
+            names = [entry for entry in datastores if isinstance(entry, str)]
+            clusters: list[str] = next((entry.names for entry in datastores if not isinstance(entry, str)), [])
+            what = f"the {owner} datastores"
+            if clusters:
+                chosen = pods.with_sdrs(pods.named(self.pods(), clusters, self.config.name), what)
+                names += [d for pod in chosen for d in pod.datastores if d not in names]
+                if not names:
+                    raise CloudError(f"{what}: no datastore to put the disk on: the datastore cluster(s) "
+                                     f"{', '.join(clusters)} have Storage DRS off or no datastores, and no datastore "
+                                     "is named (the official CPI leaves such clusters out too)")
+            return pods.exactly(names), what
+        key = "persistent_datastore_pattern" if persistent else "datastore_pattern"
+        cluster_key = key.replace("_pattern", "_cluster_pattern")
+        pattern, cluster_pattern = getattr(self.config, key), getattr(self.config, cluster_key)
+        if not cluster_pattern:
+            return pattern, key
+        found = pods.matching(self.pods(), cluster_pattern)
+        members = sorted({d for pod in pods.with_sdrs(found, cluster_key) for d in pod.datastores})
+        what = (f"{key} or " if pattern else "") + f"the datastore clusters of {cluster_key}"
+        if members:
+            return pods.exactly(members) + (f"|{pattern}" if pattern else ""), what
+        matched = (f"'{cluster_pattern}' matches no datastore cluster with Storage DRS on and a datastore in "
+                   f"datacenter '{self.config.name}' (its datastore clusters: {pods.listed(self.pods())})")
+        if not pattern:
+            raise CloudError(f"{cluster_key} {matched}, and {key} is not set: no datastore for "
+                             f"{'persistent' if persistent else 'ephemeral'} disks")
+        log.warning("%s %s: only %s chooses datastores", cluster_key, matched, key)
+        return pattern, key
 
     def datacenter_datastores(self) -> list[Datastore]:
         return self.datastores(list(self.datacenter.datastore))

@@ -132,8 +132,10 @@ class DatastoreClusters(_Strict):
     """The datastore clusters entry of a `datastores` list: `{clusters: [{NAME: {}}, ...]}`."""
 
     clusters: list[dict[str, dict[str, Any]]] = Field(
-        ..., min_length=1, description="Datastore clusters by name, each as `{NAME: {}}`; those whose Storage DRS "
-        "is off are left out (logged). A name may be a path through folders (`folder/cluster`).")
+        ..., min_length=1, description="Datastore clusters by name, each as `{NAME: {}}`: their datastores are "
+        "candidates, the CPI picking one by free space (it does not ask Storage DRS); those whose Storage DRS is off "
+        "are left out (logged). A name may be a path through folders below the datacenter's datastore folder "
+        "(`folder/cluster`); one that is not there fails the call, naming it.")
 
     @property
     def names(self) -> list[str]:
@@ -154,7 +156,8 @@ Storage = Annotated[list[str | DatastoreClusters], AfterValidator(_one_clusters_
 
 def _storage_description(what: str, instead_of: str, more: str = "") -> str:
     return (f"Datastores for {what}, by exact name (not a pattern), instead of the global `{instead_of}`; an entry "
-            "`{clusters: [{NAME: {}}]}` adds the datastores of those datastore clusters whose Storage DRS is on."
+            "`{clusters: [{NAME: {}}]}` adds the datastores of those datastore clusters whose Storage DRS is on; "
+            "names and clusters that leave no datastore fail the call before anything is made."
             + (f" {more}" if more else ""))
 
 
@@ -176,16 +179,17 @@ class Datacenter(_Strict):
         "disks and stemcells; it may match anywhere in a name (`^...$` for a whole one). This or "
         "`datastore_cluster_pattern` is required.")
     datastore_cluster_pattern: str | None = Field(
-        None, description="Regular expression of the datastore clusters whose datastores take ephemeral disks (those "
-        "with Storage DRS on), with `datastore_pattern`'s datastores. Accepted, not acted on yet: only "
-        "`datastore_pattern` chooses datastores.")
+        None, description="Regular expression of the datastore clusters (their paths below the datastore folder) "
+        "whose datastores take ephemeral disks and stemcells, with `datastore_pattern`'s datastores; clusters whose "
+        "Storage DRS is off are left out (logged). Matching no cluster with Storage DRS on is an error when "
+        "`datastore_pattern` is not set.")
     persistent_datastore_pattern: str | None = Field(
         None, description="Regular expression of the datastores for persistent disks. This or "
         "`persistent_datastore_cluster_pattern` is required.")
     persistent_datastore_cluster_pattern: str | None = Field(
-        None, description="Regular expression of the datastore clusters whose datastores take persistent disks (those "
-        "with Storage DRS on), with `persistent_datastore_pattern`'s datastores. Accepted, not acted on yet: only "
-        "`persistent_datastore_pattern` chooses datastores.")
+        None, description="Regular expression of the datastore clusters whose datastores take persistent disks, with "
+        "`persistent_datastore_pattern`'s datastores; clusters whose Storage DRS is off are left out (logged). "
+        "Matching no cluster with Storage DRS on is an error when `persistent_datastore_pattern` is not set.")
     allow_mixed_datastores: StrictBool = Field(
         True, description="No effect, as in the official CPI, which no longer reads it: give the same pattern to "
         "`datastore_pattern` and `persistent_datastore_pattern` to mix ephemeral and persistent disks.")

@@ -100,12 +100,12 @@ class Stemcells:
             cluster_name, settings = self.place.clusters(None)[0]
             pool = self._pool(cluster_name, settings.resource_pool)
             cluster = pool.owner
-            candidates = self.place.matching(self.place.datastores(list(cluster.datastore)),
-                                             self.place.config.datastore_pattern)
+            pattern, what = self.place.storage(None, persistent=False)
+            candidates = self.place.matching(self.place.datastores(list(cluster.datastore)), pattern)
             datastore = pick(candidates, disks_mib)
             if datastore is None:
                 raise CloudError(f"create_stemcell: no datastore of cluster '{cluster_name}' matching "
-                                 f"datastore_pattern has {disks_mib} MiB and the headroom free: {describe(candidates)}")
+                                 f"{what} has {disks_mib} MiB and the headroom free: {describe(candidates)}")
             folder = self.place.folder(self.place.template_folder_path())
             params = vim.OvfManager.CreateImportSpecParams(entityName=stemcell_cid, diskProvisioning="thin")
             spec = self.session.content.ovfManager.CreateImportSpec(

@@ -42,7 +42,7 @@ from . import (
     tasks,
     transfer,
 )
-from .place import HEADROOM_MIB, Place, datastore_names, describe, pick
+from .place import HEADROOM_MIB, Place, describe, pick
 from .props import VMCloudProperties
 from .stemcells import StemcellMissing, Stemcells
 
@@ -100,9 +100,6 @@ class Vms:
             if not net.cloud_properties.get("name"):
                 raise VMCreationFailed(f"network '{name}': its cloud_properties need `name`, the vSphere network to "
                                        "put the NIC on", ok_to_retry=False)
-        if props.datastores and not datastore_names(props.datastores):
-            raise VMCreationFailed("vm_type datastores: datastore clusters (Storage DRS) are not driven by this CPI "
-                                   "yet; name datastores", ok_to_retry=False)
         vm_cid = self._name(env)
         tag_ids = self._tags(props)
         policy = self._policy(props)
@@ -202,26 +199,26 @@ class Vms:
 
     def _placement(self, placements: list, props: VMCloudProperties, policy: pbm.Policy | None):
         """(cluster name, its settings, resource pool, datastore): the clusters in a random
-        order, the first whose datastores matching the pattern (or compatible with the storage
-        policy) have room."""
+        order, the first whose datastores compatible with the storage policy, else matching the
+        vm_type's or the global datastores (datastore clusters included, place.Place.storage),
+        have room."""
         need = props.disk + (0 if self._reserve_all_memory(props) else props.ram)
+        if policy is not None:
+            pattern, what = None, f"storage policy '{policy.name}'"
+        else:
+            pattern, what = self.place.storage(props.datastores, persistent=False)
         tried = []
         for cluster_name, settings in random.sample(placements, len(placements)):
             pool = lookups.resource_pool(self.session, self.place.config.name, cluster_name, settings.resource_pool)
             reachable = self.place.datastores(list(pool.owner.datastore))
-            if policy is not None:
-                candidates = [d for d in reachable if d.ref._moId in policy.datastores]
-            else:
-                candidates = self.place.matching(reachable, self.place.config.datastore_pattern,
-                                                 datastore_names(props.datastores))
+            candidates = ([d for d in reachable if d.ref._moId in policy.datastores] if policy is not None
+                          else self.place.matching(reachable, pattern))
             chosen = pick(candidates, need)
             if chosen is not None:
                 return cluster_name, settings, pool, chosen
             tried.append(f"cluster '{cluster_name}': {describe(candidates)}")
-        source = (f"storage policy '{policy.name}'" if policy is not None
-                  else "the vm_type datastores" if props.datastores else "datastore_pattern")
         raise VMCreationFailed(f"no datastore for the VM's {need} MiB (ephemeral disk and memory) with "
-                               f"{HEADROOM_MIB} MiB to spare matches {source}: "
+                               f"{HEADROOM_MIB} MiB to spare matches {what}: "
                                + "; ".join(tried), ok_to_retry=False)
 
     def _template(self, stemcell_cid: str, datastore: Any):
