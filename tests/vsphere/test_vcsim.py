@@ -2,11 +2,12 @@
 will use it: a real client against the real simulator (tests/support/vcsim.py), no mocks.
 
 Beyond its default inventory, these pin down what vSphere does and the CPI will rely on,
-five of them only through the fixture's patches (tests/vsphere/vcsim/patch.py; against the
-unpatched 0.24 the last four tests fail): a clone gets devices of its own,
+six of them only through the fixture's patches (tests/vsphere/vcsim/patch.py; against the
+unpatched 0.24 the last five tests fail): a clone gets devices of its own,
 ExtendVirtualDisk_Task grows a disk and refuses to shrink it, a VirtualDiskManager task has
-no entity, reading an unset property gives None instead of dropping the connection, and
-datastores move into and out of a datastore cluster, which Destroy_Task removes.
+no entity, reading an unset property gives None instead of dropping the connection,
+datastores move into and out of a datastore cluster, which Destroy_Task removes, and a
+clone spec's edit turns a SCSI controller into one of another class.
 That destroying a VM deletes its attached disks' files 0.24 does as it is."""
 
 from __future__ import annotations
@@ -165,3 +166,29 @@ def test_datastores_move_into_and_out_of_a_datastore_cluster_which_is_destroyed_
         WaitForTask(sub.Destroy_Task())
     assert all(d.parent == folder for d in datastores)
     assert {d.name for d in dc.datastore} == {"LocalDS_0", "LocalDS_1"}
+
+
+def test_a_clone_spec_edit_turns_the_scsi_controller_into_another_class_keeping_its_disks(si):
+    """As the official CPI sends it: the new class, the old key, no deviceInfo."""
+    dc = _find(si, "DC0")
+    source = _find(si, "DC0/vm/DC0_C0_RP0_VM0")
+    old = next(d for d in source.config.hardware.device if isinstance(d, vim.vm.device.VirtualSCSIController))
+    new = vim.vm.device.VirtualLsiLogicSASController(key=old.key, busNumber=old.busNumber, device=old.device,
+                                                     sharedBus=old.sharedBus)
+    edit = vim.vm.device.VirtualDeviceSpec(operation=vim.vm.device.VirtualDeviceSpec.Operation.edit, device=new)
+    spec = vim.vm.CloneSpec(location=vim.vm.RelocateSpec(pool=_find(si, "DC0/host/DC0_C0").resourcePool),
+                            config=vim.vm.ConfigSpec(deviceChange=[edit]))
+    task = source.CloneVM_Task(folder=dc.vmFolder, name="cpi-test-sas", spec=spec)
+    WaitForTask(task)
+    clone = task.info.result
+    try:
+        controllers = [d for d in clone.config.hardware.device if isinstance(d, vim.vm.device.VirtualSCSIController)]
+        assert [(type(c), c.key) for c in controllers] == [(vim.vm.device.VirtualLsiLogicSASController, old.key)]
+        assert controllers[0].deviceInfo.label  # labelled again
+        assert [d.controllerKey for d in clone.config.hardware.device
+                if isinstance(d, vim.vm.device.VirtualDisk)] == [old.key]
+        # the source is untouched, and the connection alive (0.24 panicked and dropped it)
+        assert [type(d) for d in source.config.hardware.device if isinstance(
+            d, vim.vm.device.VirtualSCSIController)] == [type(old)]
+    finally:
+        WaitForTask(clone.Destroy_Task())

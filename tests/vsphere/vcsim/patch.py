@@ -102,6 +102,10 @@ EDITS: list[tuple[str, str, str, str]] = [
       "\treturn res\n"),
      "\treturn cpiMoveIntoPod(ctx, p, c)\n",
      "a datastore cluster's MoveIntoFolder_Task listed its earlier datastores twice"),
+    ("virtual_machine.go",
+     "\t\t\tdevice.DeviceInfo.GetDescription().Summary = \"\" // regenerate summary\n",
+     "\t\t\tcpiRegenerateSummary(device)\n",
+     "an edit of a device given without deviceInfo (a SCSI controller of another class) panicked the server"),
 ]
 
 

@@ -310,3 +310,14 @@ func (p *StoragePod) DestroyTask(ctx *Context, req *types.Destroy_Task) soap.Has
 		Res: &types.Destroy_TaskResponse{Returnval: task.Run()},
 	}
 }
+
+// cpiRegenerateSummary blanks the summary of a device an edit changes, so that it is made
+// again, as 0.24 did; vSphere takes an edit whose device has no deviceInfo (the official
+// CPI turns a stemcell's SCSI controller into one of another class so, same key, no
+// deviceInfo), and 0.24 then dereferenced the missing deviceInfo and panicked, dropping the
+// connection. Without one, configureDevice gives the device a new label and summary.
+func cpiRegenerateSummary(device *types.VirtualDevice) {
+	if device.DeviceInfo != nil {
+		device.DeviceInfo.GetDescription().Summary = ""
+	}
+}
