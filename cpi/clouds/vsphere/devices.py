@@ -60,6 +60,25 @@ def scsi_controller(devices: list[Any]) -> Any:
     return next((d for d in devices if isinstance(d, _vim().vm.device.VirtualSCSIController)), None)
 
 
+#: `default_scsi_controller_type` -> the class of vSphere's device, as the official CPI maps them
+SCSI_CONTROLLER_CLASSES = {"paravirtual": "ParaVirtualSCSIController", "lsi_logic": "VirtualLsiLogicController",
+                           "lsi_logic_sas": "VirtualLsiLogicSASController"}
+
+
+def retyped_controller(controller: Any, kind: str) -> Any:
+    """`controller` as a SCSI controller of `kind` (a SCSI_CONTROLLER_CLASSES key), or None
+    when it is one already. The official CPI's way to change a stemcell's controller in the
+    clone spec: a device of the new class with the old one's key, bus, slot and disks, sent
+    as an edit, so the disks on it stay where they are (no re-keying, no unit changes)."""
+    wanted = getattr(_vim().vm.device, SCSI_CONTROLLER_CLASSES[kind])
+    if isinstance(controller, wanted):
+        return None
+    return wanted(key=controller.key, controllerKey=controller.controllerKey, unitNumber=controller.unitNumber,
+                  busNumber=controller.busNumber, device=list(controller.device or []), slotInfo=controller.slotInfo,
+                  sharedBus=controller.sharedBus, scsiCtlrUnitNumber=controller.scsiCtlrUnitNumber,
+                  hotAddRemove=controller.hotAddRemove)
+
+
 def free_unit(devices: list[Any], controller: Any, taken: set[int] | None = None) -> int:
     """The lowest unit number of `controller` no device uses (and not in `taken`)."""
     used = {d.unitNumber for d in devices if d.controllerKey == controller.key} | (taken or set())

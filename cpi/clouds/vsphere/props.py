@@ -16,8 +16,8 @@ job's `vcenter.*` properties under their names and renders them as this section
 (jobs/cpi/templates/cpi.json.erb; its `vsphere_cpi` alias is the official job's name); the
 reference docs/vsphere.md is generated from these models. Some keys are accepted with their
 meaning before the cloud acts on them: create_vm refuses the vm_type keys it does not drive yet
-(VMCloudProperties says which), and docs/migrating.md lists the settings taken without effect
-for now.
+(VMCloudProperties says which), and so does docs/migrating.md, with the global settings that
+refuse it.
 
 No pyvmomi here: `info` of the cloud will import this module.
 """
@@ -344,8 +344,8 @@ class VsphereProperties(_Strict):
         "(allocated as used).")
     default_scsi_controller_type: Literal["paravirtual", "lsi_logic", "lsi_logic_sas"] = Field(
         "paravirtual", description="SCSI controller of new VMs: `paravirtual` (up to 63 disks), `lsi_logic` or "
-        "`lsi_logic_sas`; a stemcell's controller of another type is replaced. Accepted, not acted on yet: a VM keeps "
-        "its stemcell's controller.")
+        "`lsi_logic_sas`; a stemcell's controller of another type is replaced in the clone, as in the official CPI, "
+        "its disks staying on it.")
     enable_auto_anti_affinity_drs_rules: StrictBool = Field(
         False, description="Make a DRS anti-affinity rule for the VMs of each instance group of each deployment, "
         "named after the director, deployment and instance group, so they run on different hosts (DRS must be "

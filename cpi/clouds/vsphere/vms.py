@@ -245,6 +245,10 @@ class Vms:
         if controller is None:
             raise VMCreationFailed(f"stemcell {template.name} has no SCSI controller for the ephemeral disk",
                                    ok_to_retry=False)
+        retyped = devices.retyped_controller(controller, self.properties.default_scsi_controller_type)
+        if retyped is not None:  # the disks on it keep its key, so the ephemeral disk is added to it the same
+            changes.append(devices.edit(retyped))
+            controller = retyped
         thin = self.properties.default_disk_type == "thin"
         ephemeral = devices.new_disk(controller, devices.free_unit(template_devices, controller),
                                      f"[{datastore.name}] {vm_cid}/{devices.EPHEMERAL_FILE}", props.disk, thin)
