@@ -143,3 +143,32 @@ def test_clusters_that_leave_no_datastore_fail_the_call_before_anything_is_made(
     vcenter.si, vcenter.content = si, si.content
     for datastore in vcenter.datastores():
         assert not vcenter.files(datastore, vsphere_target.DISK_PATH), datastore.name  # no disk made
+
+
+def test_validate_online_names_the_datastore_clusters_that_are_not_there_or_off(pods, vcsim, tmp_path):
+    """`cpi validate --online`: the clusters a cloud-config names must exist, and cpi.json's
+    cluster patterns must match one with Storage DRS on, as create_vm and create_disk need."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    config = vsphere_target.write_config(tmp_path / "cpi.json", vcsim, **clustered(
+        datastore_cluster_pattern="^POD_ON$", persistent_datastore_cluster_pattern="^POD_OFF$"))
+    cloud_config = {"vm_types": [{"name": "web", "cloud_properties": {**VM_TYPE, "datastores": [
+        {"clusters": [{ON: {}}, {"NOPOD": {}}]}]}}],
+                    "disk_types": [{"name": "d", "disk_size": 1024, "cloud_properties": {"datastores": [
+                        "LocalDS_0", {"clusters": [{OFF: {}}]}]}}]}
+    path = tmp_path / "cloud-config.yml"
+    path.write_text(yaml.safe_dump(cloud_config))
+    run = subprocess.run([sys.executable, "-m", "cpi.cli", "validate", str(path), "--config", str(config), "--online",
+                          "--json"], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in run.stderr, run.stderr
+    found = {f["path"]: f["problem"] for f in json.loads(run.stdout)["findings"]}
+    listed = "(POD_OFF (Storage DRS off), POD_ON)"
+    assert found == {
+        "vm_types[name=web].cloud_properties.datastores[0].clusters[1]":
+            f"datastore cluster 'NOPOD' does not exist in datacenter 'DC0' {listed}",
+        "cpi.json: cloud.properties.vsphere.datacenters[0].persistent_datastore_cluster_pattern":
+            f"'^POD_OFF$' matches no datastore cluster with Storage DRS on and a datastore in 'DC0' {listed}"}, found
+    assert run.returncode == 1

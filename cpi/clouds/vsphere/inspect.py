@@ -1,8 +1,10 @@
 """`cpi validate --online` for the vsphere cloud: read-only lookups that check what a
 cloud-config's cloud_properties name exists in the datacenter (networks, datastores,
-clusters and their resource pools, storage policies), and that cpi.json's clusters and
-storage policy exist and its datastore patterns match a datastore. A network is one request
-whatever the number of port groups; the datastores are one request for them all."""
+clusters and their resource pools, datastore clusters, storage policies), and that
+cpi.json's clusters and storage policy exist, its datastore patterns match a datastore and
+its datastore cluster patterns a datastore cluster with Storage DRS on. A network is one
+request whatever the number of port groups; the datastores are one request for them all,
+and so are the datastore clusters."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ from typing import TYPE_CHECKING
 from cpi.clouds.findings import VM_KINDS, Finding, Item, missing, references
 from cpi.errors import CloudError
 
-from . import lookups, pbm
+from . import lookups, pbm, pods
 
 if TYPE_CHECKING:
     from .cloud import VsphereCloud
+    from .place import Place
 
 SPEC = {"vm": {"datastores": "datastore"}, "network": {"name": "network"}, "disk_type": {"datastores": "datastore"}}
 CONFIG = "cpi.json: cloud.properties.vsphere.datacenters[0]"
@@ -69,4 +72,27 @@ def check_cloud_config(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
         if pattern and not place.matching(place.datacenter_datastores(), pattern):
             findings.append(Finding(f"{CONFIG}.{key}", f"'{pattern}' matches none of the datastores of '{dc}' "
                                     f"({', '.join(sorted(datastores)) or 'none'})"))
+    return findings + _datastore_clusters(place, items)
+
+
+def _datastore_clusters(place: Place, items: list[Item]) -> list[Finding]:
+    """The datastore clusters the cloud-config names, and those cpi.json's cluster patterns
+    match with Storage DRS on (what create_vm and create_disk will use); read only when asked."""
+    named = [(f"{item.path}.datastores[{i}].clusters[{c}]", name)
+             for item in items if item.kind in (*VM_KINDS, "disk_type")
+             for i, entry in enumerate(item.properties.get("datastores") or []) if isinstance(entry, dict)
+             for c, cluster in enumerate(entry.get("clusters") or []) if isinstance(cluster, dict) for name in cluster]
+    keys = [key for key in ("datastore_cluster_pattern", "persistent_datastore_cluster_pattern")
+            if getattr(place.config, key)]
+    if not named and not keys:
+        return []
+    found = place.pods()
+    paths = {pod.path for pod in found}
+    findings = [Finding(path, f"datastore cluster '{name}' does not exist in datacenter '{place.config.name}' "
+                        f"({pods.listed(found)})") for path, name in named if name.strip("/") not in paths]
+    for key in keys:
+        pattern = getattr(place.config, key)
+        if not [pod for pod in pods.matching(found, pattern) if pod.sdrs and pod.datastores]:
+            findings.append(Finding(f"{CONFIG}.{key}", f"'{pattern}' matches no datastore cluster with Storage DRS on "
+                                    f"and a datastore in '{place.config.name}' ({pods.listed(found)})"))
     return findings

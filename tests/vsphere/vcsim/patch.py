@@ -77,8 +77,8 @@ EDITS: list[tuple[str, str, str, str]] = [
       "\t\treturn body\n"
       "\t}\n"
       "\tmkdir := os.Mkdir\n"),
-     "MakeDirectory with createParentDirectories made nothing of a directory that is there, where vSphere "
-     "answers FileAlreadyExists"),
+     ("MakeDirectory with createParentDirectories made nothing of a directory that is there, where vSphere "
+      "answers FileAlreadyExists")),
     ("virtual_disk_manager.go",
      "\t\tif err := vdmCreateVirtualDisk(types.VirtualDeviceConfigSpecFileOperationCreate, req); err != nil {\n",
      "\t\tif err := cpiCreateVirtualDisk(req); err != nil {\n",
