@@ -17,11 +17,9 @@ import json
 import pytest
 
 from tests.vsphere import target as vsphere_target
-from tests.vsphere import test_vsphere_cloud as base
 from tests.vsphere.test_vsphere_cloud import VM_TYPE, _datacenter, network, vm_of
 
 #: the stemcell image and the cloud that cleans up after itself, as the other vsphere tests have them
-image, cloud = base.image, base.cloud
 ON, OFF = "POD_ON", "POD_OFF"
 MEMBERS = {ON: "LocalDS_1", OFF: "LocalDS_0"}
 
@@ -110,8 +108,16 @@ def test_a_vm_type_and_a_disk_type_naming_a_cluster_put_their_disks_on_its_datas
         cpi("delete_vm", vm_cid)
 
 
-def test_clusters_that_leave_no_datastore_fail_the_call_before_anything_is_made(pods, cloud, si):
+def test_clusters_that_leave_no_datastore_fail_the_call_before_anything_is_made(pods, cloud, si, vcsim):
     cloud.cpi()  # the stemcell, on the usual datastores
+    vcenter = vsphere_target.Vcenter(vcsim, si)
+
+    def made() -> tuple[dict, dict]:
+        """The VMs of the VM folder and the files of disk_path on each datastore."""
+        return (vcenter.vms(vsphere_target.VM_FOLDER),
+                {d.name: vcenter.files(d, vsphere_target.DISK_PATH) for d in vcenter.datastores()})
+
+    before = made()
     no_pod = cloud.cpi(**clustered(datastore_cluster_pattern="^NOPOD", persistent_datastore_cluster_pattern="^NOPOD"))
     plain = cloud.cpi()
     cases = [
@@ -137,12 +143,7 @@ def test_clusters_that_leave_no_datastore_fail_the_call_before_anything_is_made(
             response = cpi.call("create_disk", 1024, cloud_properties, None)
         assert response.error is not None and response.error["type"] == "Bosh::Clouds::CloudError", response.error
         assert message in response.error["message"], response.error["message"]
-    folder = si.content.searchIndex.FindByInventoryPath(f"DC0/vm/{vsphere_target.VM_FOLDER}")
-    assert folder is None or not folder.childEntity  # no VM made
-    vcenter = vsphere_target.Vcenter.__new__(vsphere_target.Vcenter)
-    vcenter.si, vcenter.content = si, si.content
-    for datastore in vcenter.datastores():
-        assert not vcenter.files(datastore, vsphere_target.DISK_PATH), datastore.name  # no disk made
+    assert made() == before  # no VM, no disk file
 
 
 def test_validate_online_names_the_datastore_clusters_that_are_not_there_or_off(pods, vcsim, tmp_path):

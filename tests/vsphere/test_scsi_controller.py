@@ -8,11 +8,9 @@ from __future__ import annotations
 import pytest
 
 from tests.vsphere import target as vsphere_target
-from tests.vsphere import test_vsphere_cloud as base
 from tests.vsphere.test_vsphere_cloud import VM_TYPE, network, vm_of
 
 #: the stemcell image and the cloud that cleans up after itself, as the other vsphere tests have them
-image, cloud = base.image, base.cloud
 CLASSES = {None: "ParaVirtualSCSIController", "paravirtual": "ParaVirtualSCSIController",
            "lsi_logic": "VirtualLsiLogicController", "lsi_logic_sas": "VirtualLsiLogicSASController"}
 

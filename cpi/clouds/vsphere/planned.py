@@ -21,13 +21,12 @@ vSphere has no dry run: each mutation says its permission was not checked.
 from __future__ import annotations
 
 import logging
-import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 from cpi import plan
 
 from . import audited
+from .made_up import state as _state
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -46,25 +45,6 @@ TOUCHES: dict[str, tuple[str, ...]] = {
 #: what a withheld method makes: (the vSphere type of the placeholder, its moref's prefix)
 MAKES = {"CloneVM_Task": ("VirtualMachine", "vm-"), "CreateFolder": ("Folder", "group-"),
          "ImportVApp": ("HttpNfcLease", "lease-"), "CreateSnapshot_Task": ("VirtualMachineSnapshot", "snapshot-")}
-
-
-@dataclass
-class _State:
-    """What one plan's withheld changes left: task results, and what each object would be."""
-
-    results: dict[str, Any] = field(default_factory=dict)  # placeholder task -> its result
-    touched: dict[str, set[str]] = field(default_factory=dict)  # moref -> properties changed ("*": all)
-
-
-_states: weakref.WeakKeyDictionary[plan.Plan, _State] = weakref.WeakKeyDictionary()
-
-
-def _state() -> _State:
-    current = plan.current()
-    found = _states.get(current)
-    if found is None:
-        found = _states[current] = _State()
-    return found
 
 
 def _vim(type_name: str) -> Any:
@@ -97,17 +77,6 @@ def withhold(session: Any, stub: Any, mo: Any, method: str, params: dict[str, An
     task = _vim("Task")(the_plan.placeholder("task-"), stub)
     _state().results[task._moId] = made
     return task
-
-
-def waited(task: Any, what: str, timeout: float) -> tuple[bool, Any]:
-    """(True, the task's result) for a task the plan made up: the wait is noted, not waited
-    for. (False, None) for a real task (a datastore search, a read): that one is waited for."""
-    results = _state().results
-    if task._moId not in results:
-        return False, None
-    plan.current().wait(what, timeout)
-    log.info("plan: the call would wait for %s (at most %.0fs)", what, timeout)
-    return True, results[task._moId]
 
 
 def before_read(mo: Any, method: str, args: Any) -> None:

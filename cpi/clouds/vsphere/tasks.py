@@ -108,10 +108,10 @@ def wait(session: Session, task: Any, what: str) -> Any:
     cancelling it) when it runs longer than `task_timeout`."""
     timeout = session.properties.task_timeout
     if plan.active is not None:  # a task the plan made up is noted, not waited for
-        from . import planned
+        from . import made_up
 
-        made_up, result = planned.waited(task, what, timeout)
-        if made_up:
+        invented, result = made_up.waited(task, what, timeout)
+        if invented:
             return result
     slice_seconds = max(1, int(min(WAIT_SLICE, session.properties.read_timeout / 2)))
     started = time.monotonic()
