@@ -34,21 +34,33 @@ def vm_names(si) -> list[str]:
         view.Destroy()
 
 
+#: a manager of each kind, as the job renders it (nothing answers there: none is asked)
+MANAGERS = {"nsx": {"address": "nsx.example", "user": "admin", "password": "nsx-secret"},
+            "nsxt": {"host": "nsxt.example", "username": "admin", "password": "nsxt-secret"}}
+
+
+@pytest.mark.parametrize("configured", [False, True], ids=["no-manager", "manager"])
 @pytest.mark.parametrize("key", vms._NOT_YET)
-def test_create_vm_refuses_what_it_does_not_drive_yet_before_making_anything(key, vcsim, si, tmp_path):
-    config = {"cloud": {"plugin": "vsphere", "properties": {"vsphere": {
-        "host": f"{vcsim.host}:{vcsim.port}", "user": vcsim.username, "password": vcsim.password,
-        "datacenters": [{"name": "DC0", "clusters": ["DC0_C0"], "datastore_pattern": "^LocalDS_",
-                         "persistent_datastore_pattern": "^LocalDS_"}]},
-        "agent": {"mbus": "nats://10.0.0.6:4222"}}}}
+def test_create_vm_refuses_what_it_does_not_drive_yet_before_making_anything(key, configured, vcsim, si, tmp_path):
+    """Without the manager the vm_type needs, the refusal says cpi.json lacks it; with one,
+    that this CPI does not drive it yet. Either way, before anything is made."""
+    vsphere = {"host": f"{vcsim.host}:{vcsim.port}", "user": vcsim.username, "password": vcsim.password,
+               "datacenters": [{"name": "DC0", "clusters": ["DC0_C0"], "datastore_pattern": "^LocalDS_",
+                                "persistent_datastore_pattern": "^LocalDS_"}]}
+    if configured:
+        vsphere[key] = MANAGERS[key]
+    config = {"cloud": {"plugin": "vsphere", "properties": {"vsphere": vsphere,
+                                                            "agent": {"mbus": "nats://10.0.0.6:4222"}}}}
     config_path = tmp_path / "cpi.json"
     config_path.write_text(json.dumps(config))
     before = vm_names(si)
     response = Cpi(config_path, env={**COLD_ENV, "HOME": str(tmp_path)}).call(
         "create_vm", "agent-1", "sc-00000000-0000-0000-0000-000000000000",
         {"cpu": 1, "ram": 256, "disk": 1024, key: VM_TYPE[key]}, NETWORKS, [], {})
-    assert response.error == {
-        "type": "Bosh::Clouds::VMCreationFailed", "ok_to_retry": False,
-        "message": f"vm_type cloud_properties '{key}': this CPI does not drive it on vSphere yet; keep the official "
-                   "CPI for these VMs (docs/vsphere.md)"}
+    manager = vms._MANAGERS[key]
+    message = (f"vm_type cloud_properties '{key}': this CPI does not drive the {manager} manager yet; keep the "
+               "official CPI for these VMs (docs/vsphere.md)" if configured else
+               f"vm_type cloud_properties '{key}' needs the {manager} manager, which cpi.json does not name "
+               f"(`{key}`, the job's vcenter.{key}.*)")
+    assert response.error == {"type": "Bosh::Clouds::VMCreationFailed", "ok_to_retry": False, "message": message}
     assert vm_names(si) == before

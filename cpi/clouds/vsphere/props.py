@@ -551,7 +551,8 @@ class VMCloudProperties(_Strict):
     `vgpus`, `pci_passthroughs` and `device_groups` go only in a cluster with a host that
     offers them all; create_vm refuses them, before it makes anything, when none does.
     Not driven yet: create_vm fails with VMCreationFailed, before it makes anything, for a
-    vm_type that sets `nsx` or `nsxt` (keep the official CPI for those VMs)."""
+    vm_type that sets `nsx` or `nsxt` (keep the official CPI for those VMs); the message says
+    whether cpi.json names the manager at all."""
 
     cpu: StrictInt = Field(..., ge=1, description="Number of vCPUs.")
     ram: StrictInt = Field(..., ge=1, description="Memory in MiB.")

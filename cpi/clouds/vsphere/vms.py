@@ -56,6 +56,7 @@ ORIGIN_KEYS = {"agent_id": "bosh.agent_id", "director_uuid": "bosh.director_uuid
 #: what needs a vSphere feature this CPI does not drive yet: refused, naming the key, rather
 #: than a VM made without it
 _NOT_YET = ("nsx", "nsxt")
+_MANAGERS = {"nsx": "NSX-V", "nsxt": "NSX-T"}
 
 
 class Vms:
@@ -90,9 +91,15 @@ class Vms:
 
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         for key in _NOT_YET:
-            if getattr(props, key):
-                raise VMCreationFailed(f"vm_type cloud_properties '{key}': this CPI does not drive it on vSphere yet; "
-                                       "keep the official CPI for these VMs (docs/vsphere.md)", ok_to_retry=False)
+            if not getattr(props, key):
+                continue
+            if getattr(self.properties, key) is None:  # the deployment has no such manager
+                raise VMCreationFailed(f"vm_type cloud_properties '{key}' needs the {_MANAGERS[key]} manager, which "
+                                       f"cpi.json does not name (`{key}`, the job's vcenter.{key}.*)",
+                                       ok_to_retry=False)
+            raise VMCreationFailed(f"vm_type cloud_properties '{key}': this CPI does not drive the {_MANAGERS[key]} "
+                                   "manager yet; keep the official CPI for these VMs (docs/vsphere.md)",
+                                   ok_to_retry=False)
         for name, net in nets.items():
             if net.type == "vip":
                 raise VMCreationFailed(f"network '{name}' is a vip network: vSphere has none (as in the official "
