@@ -26,13 +26,13 @@ WORKERS = 16
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory):
-    made = vsphere_target.make(tmp_path_factory)
+    made = vsphere_target.simulated(tmp_path_factory)  # faults need a vCenter of the test's own
     yield made
     made.cleanup()
 
 
 def proxied_config(cloud, proxy: FaultProxy, tmp_path: Path) -> Path:
-    path = vsphere_target.write_config(tmp_path / f"cpi-{uuid.uuid4().hex[:8]}.json", cloud.server,
+    path = vsphere_target.write_config(tmp_path / f"cpi-{uuid.uuid4().hex[:8]}.json", cloud.site.server,
                                        host=proxy.url.split("://", 1)[1], retry_budget_seconds=300)
     config = json.loads(path.read_text())
     config["cloud"]["properties"]["throttle"] = {"state_dir": str(tmp_path / "throttle")}
@@ -44,7 +44,7 @@ def test_16_processes_through_faults(cloud, tmp_path):
     stemcell = Cpi(cloud.config_path)("create_stemcell", *cloud.stemcell_args())
     try:
         with ExitStack() as stack:
-            proxy = stack.enter_context(FaultProxy(f"https://{cloud.server.host}:{cloud.server.port}",
+            proxy = stack.enter_context(FaultProxy(f"https://{cloud.site.server.host}:{cloud.site.server.port}",
                                                    flavor="vsphere", fault_rate=0.3, retry_after=1, seed=25,
                                                    # a dropped session is a tenth of the faults (3%
                                                    # of requests): more, and several in a row are
@@ -91,7 +91,7 @@ def test_a_lost_answer_to_a_task_is_looked_into_not_blindly_repeated(cloud, tmp_
     attach_disk finds the disk not attached and sends it again (one disk on the VM)."""
     stemcell = Cpi(cloud.config_path)("create_stemcell", *cloud.stemcell_args())
     try:
-        with FaultProxy(f"https://{cloud.server.host}:{cloud.server.port}", flavor="vsphere") as proxy:
+        with FaultProxy(f"https://{cloud.site.server.host}:{cloud.site.server.port}", flavor="vsphere") as proxy:
             cpi = Cpi(proxied_config(cloud, proxy, tmp_path))
             proxy.inject(r"^CloneVM_Task$", "lost")
             created = cpi.call("create_vm", "agent-lost", stemcell, cloud.vm_cloud_properties(),

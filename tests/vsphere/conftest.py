@@ -61,8 +61,6 @@ def cloud(vcsim, image, tmp_path, si):
         made.first("delete_stemcell", made.stemcell)
     vcenter = vsphere_target.Vcenter(vcsim)
     try:
-        target = vsphere_target.VsphereTarget.__new__(vsphere_target.VsphereTarget)
-        target.vcenter = vcenter
-        assert target.leftovers() == {}
+        assert vsphere_target.leftovers(vcenter, vsphere_target.Site.simulator(vcsim)) == {}
     finally:
         vcenter.close()
