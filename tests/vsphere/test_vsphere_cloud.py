@@ -187,7 +187,7 @@ def _datacenter() -> dict:
 def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcsim, tmp_path):
     """`cpi validate --online`: networks, datastores, clusters and resource pools the
     cloud-config names are looked up in the datacenter (storage policies in its storage
-    policy service); cpi.json's patterns must match."""
+    policy service, GPUs among the hosts of the clusters); cpi.json's patterns must match."""
     import subprocess
     import sys
 
@@ -207,6 +207,7 @@ def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcs
                                                                        "nocluster"]
     bad["vm_types"][0]["cloud_properties"]["datastores"] = ["LocalDS_9"]
     bad["vm_types"][1]["cloud_properties"]["storage_policy"]["name"] = "gold"
+    bad["vm_types"].append({"name": "gpu", "cloud_properties": {**VM_TYPE, "vgpus": ["grid_t4-1q"]}})
     bad["networks"][0]["subnets"][0]["cloud_properties"]["name"] = "no-such-pg"
     results = {}
     for name, cloud_config in (("good", good), ("bad", bad)):
@@ -229,6 +230,8 @@ def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcs
     assert "resource pool 'nopool' of cluster 'DC0_C0'" in found[f"{clusters}[0]"]
     assert found["vm_types[name=gold].cloud_properties.storage_policy"].startswith(
         "storage policy: the vCenter has no storage policy 'gold' (it has ")
+    assert found["vm_types[name=gpu].cloud_properties"] == \
+        "vm_type vgpus: no host of cluster DC0_C0 offers vGPU profile 'grid_t4-1q' (its hosts offer none)"
 
 
 class Rest:

@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cpi.clouds.findings import VM_KINDS, Finding, Item, missing, references
-from cpi.errors import CloudError
+from cpi.errors import BoshError, CloudError, CpiError
+from cpi.validation import parse
 
-from . import lookups, pbm, pods
+from . import lookups, passthrough, pbm, pods
+from .props import VMCloudProperties
 
 if TYPE_CHECKING:
     from .cloud import VsphereCloud
@@ -57,6 +59,7 @@ def check_cloud_config(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
                 lookups.resource_pool(cloud.session, dc, name, pool)
             except CloudError as exc:
                 findings.append(Finding(path, exc.message))
+    findings += _passthrough(cloud, items)
     policies = [(f"{item.path}.storage_policy", (item.properties.get("storage_policy") or {}).get("name"))
                 for item in items if item.kind in VM_KINDS and isinstance(item.properties.get("storage_policy"), dict)]
     policies.append(("cpi.json: cloud.properties.vsphere.vm_storage_policy_name",
@@ -95,4 +98,24 @@ def _datastore_clusters(place: Place, items: list[Item]) -> list[Finding]:
         if not [pod for pod in pods.matching(found, pattern) if pod.sdrs and pod.datastores]:
             findings.append(Finding(f"{CONFIG}.{key}", f"'{pattern}' matches no datastore cluster with Storage DRS on "
                                     f"and a datastore in '{place.config.name}' ({pods.listed(found)})"))
+    return findings
+
+
+def _passthrough(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
+    """The vgpus, pci_passthroughs and device_groups a vm_type, extension or AZ asks, checked
+    against the hosts of its clusters as create_vm would (one request per cluster, one for
+    their hosts)."""
+    findings = []
+    for item in items:
+        if item.kind not in VM_KINDS or not any(item.properties.get(key) for key in passthrough.KEYS):
+            continue
+        try:  # an extension or an AZ has no sizes of its own: only the passthrough keys matter here
+            props = parse(VMCloudProperties, {"cpu": 1, "ram": 1, "disk": 1, **item.properties}, item.path)
+        except CpiError:
+            continue  # the offline check names what is wrong with these cloud_properties
+        try:
+            placements = cloud.place.clusters(props.datacenters[0].clusters if props.datacenters else None)
+            passthrough.check(cloud.session, cloud.place.config.name, [name for name, _ in placements], props)
+        except BoshError as exc:  # what create_vm would refuse
+            findings.append(Finding(item.path, exc.message))
     return findings
