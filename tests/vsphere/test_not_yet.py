@@ -35,8 +35,7 @@ def vm_names(si) -> list[str]:
 
 
 #: a manager of each kind, as the job renders it (nothing answers there: none is asked)
-MANAGERS = {"nsx": {"address": "nsx.example", "user": "admin", "password": "nsx-secret"},
-            "nsxt": {"host": "nsxt.example", "username": "admin", "password": "nsxt-secret"}}
+MANAGERS = {"nsx": {"address": "nsx.example", "user": "admin", "password": "nsx-secret"}}
 
 
 @pytest.mark.parametrize("configured", [False, True], ids=["no-manager", "manager"])

@@ -210,6 +210,12 @@ def http_after(method: str, path: str, body: bytes | None) -> None:
         target = (json.loads(body or b"{}").get("object_id") or {}).get("id")
         audit.record("attach", tag, {"old": None, "new": {"vm": target}}, resource_type="tag", request=request)
         return
+    if parts.path.startswith("/policy/api/v1/infra/"):  # NSX-T: a group's or server pool's members
+        kind = "nsxt_group" if "/groups/" in parts.path else "nsxt_server_pool" if "/lb-pools/" in parts.path \
+            else "nsxt"
+        audit.record("update", parts.path.rsplit("/", 1)[-1], {"old": None, "new": None}, resource_type=kind,
+                     request=request)
+        return
     audit.record(method.lower(), parts.path, {"old": None, "new": None}, resource_type="http", request=request)
 
 

@@ -284,18 +284,22 @@ class Nsxt(_Strict):
                                      "`ca_cert`.")
     default_vif_type: Literal["PARENT", "CHILD"] | None = Field(
         None, description="VIF type set on the logical ports of new VMs (Manager API) unless a vm_type's "
-        "`nsxt.vif_type` says otherwise: `PARENT` for hosts of containers.")
+        "`nsxt.vif_type` says otherwise: `PARENT` for hosts of containers. Not driven yet: while it is set, a "
+        "vm_type's `nsxt` is refused, saying so.")
     use_policy_api: StrictBool = Field(
         False, description="Use the NSX-T Policy API (NSX-T 3.0 and later) instead of the Manager API for groups and "
-        "server pools; the VMs' segment ports are tagged with the director's metadata.")
+        "server pools. This CPI drives the Policy API only: without it, a vm_type's `nsxt` is refused, saying so. "
+        "Unlike the official CPI, it does not tag the VMs' segment ports with the director's metadata.")
     policy_api_migration_mode: StrictBool = Field(
         False, description="While moving from the Manager API to the Policy API: add VMs through both, failing when "
-        "the Manager API's objects are missing but not the Policy API's. For migration scripts only.")
+        "the Manager API's objects are missing but not the Policy API's. For migration scripts only. Not driven "
+        "(it needs the Manager API): while it is set, a vm_type's `nsxt` is refused, saying so.")
     allow_overwrite: StrictBool = Field(
         True, description="Send `X-Allow-Overwrite: true` with NSX-T requests, so the Manager API may change objects "
         "the Policy API made (true by default, as in the official CPI).")
     tag_nsx_vm_objects: StrictBool = Field(
-        False, description="Give the VM's NSX objects the tags its vSphere VM gets.")
+        False, description="Give the VM's NSX objects the tags its vSphere VM gets. Not driven yet (accepted, no "
+        "effect).")
 
     @model_validator(mode="after")
     def _auth(self) -> Nsxt:
@@ -520,12 +524,15 @@ class NsxtLoadBalancer(_Strict):
 
 
 class NsxtVmProperties(_Strict):
-    """What NSX-T does for the VM (needs cpi.json's `nsxt`)."""
+    """What NSX-T does for the VM (needs cpi.json's `nsxt`, with `use_policy_api`): it joins
+    the groups and server pools named once it is on, and leaves them when deleted; a group or
+    pool that is not there refuses create_vm before anything is made."""
 
-    ns_groups: list[str] | None = Field(None, description="NSX-T groups (NSGroups) to add the VM to; they must exist.")
+    ns_groups: list[str] | None = Field(None, description="NSX-T groups (by display name, in domain `default`) to "
+                                        "add the VM to; they must exist.")
     vif_type: Literal["PARENT", "CHILD"] | None = Field(
         None, description="VIF type of the VM's logical ports (Manager API), over the global `default_vif_type`; "
-        "null sets none.")
+        "null sets none. Not driven yet: refused, saying so.")
     lb: NsxtLoadBalancer | None = Field(None, description="NSX-T load balancer pools to add the VM to.")
 
 
@@ -550,8 +557,10 @@ class VMCloudProperties(_Strict):
     with an ephemeral disk of `disk` MiB; the agent's settings reach it on a CD-ROM image.
     `vgpus`, `pci_passthroughs` and `device_groups` go only in a cluster with a host that
     offers them all; create_vm refuses them, before it makes anything, when none does.
+    A vm_type's `nsxt` is driven through NSX-T's Policy API only (cpi.json's
+    `nsxt.use_policy_api`).
     Not driven yet: create_vm fails with VMCreationFailed, before it makes anything, for a
-    vm_type that sets `nsx` or `nsxt` (keep the official CPI for those VMs); the message says
+    vm_type that sets `nsx` (NSX-V; keep the official CPI for those VMs); the message says
     whether cpi.json names the manager at all."""
 
     cpu: StrictInt = Field(..., ge=1, description="Number of vCPUs.")

@@ -37,6 +37,7 @@ from . import (
     ip_conflicts,
     lookups,
     metadata,
+    nsxt,
     passthrough,
     pbm,
     tasks,
@@ -55,8 +56,8 @@ log = logging.getLogger("cpi.clouds.vsphere")
 ORIGIN_KEYS = {"agent_id": "bosh.agent_id", "director_uuid": "bosh.director_uuid"}
 #: what needs a vSphere feature this CPI does not drive yet: refused, naming the key, rather
 #: than a VM made without it
-_NOT_YET = ("nsx", "nsxt")
-_MANAGERS = {"nsx": "NSX-V", "nsxt": "NSX-T"}
+_NOT_YET = ("nsx",)
+_MANAGERS = {"nsx": "NSX-V"}
 
 
 class Vms:
@@ -100,6 +101,10 @@ class Vms:
             raise VMCreationFailed(f"vm_type cloud_properties '{key}': this CPI does not drive the {_MANAGERS[key]} "
                                    "manager yet; keep the official CPI for these VMs (docs/vsphere.md)",
                                    ok_to_retry=False)
+        if props.nsxt:
+            refused = nsxt.refusal(self.properties, props.nsxt, nets)
+            if refused:
+                raise VMCreationFailed(refused, ok_to_retry=False)
         for name, net in nets.items():
             if net.type == "vip":
                 raise VMCreationFailed(f"network '{name}' is a vip network: vSphere has none (as in the official "
@@ -109,6 +114,7 @@ class Vms:
                                        "put the NIC on", ok_to_retry=False)
         vm_cid = self._name(env)
         tag_ids = self._tags(props)
+        joins = self._nsxt_joins(props)
         policy = self._policy(props)
         if self.properties.ensure_no_ip_conflicts:
             ip_conflicts.check(self.session, self.place, nets)
@@ -144,6 +150,8 @@ class Vms:
 
                 with Tagging(self.session) as tagging:
                     tagging.attach(tag_ids, vm)
+            if joins is not None:
+                joins(vm_cid, networks_out)
         except BaseException as exc:
             self._discard(vm, vm_cid)
             if isinstance(exc, BoshError) and not isinstance(exc, VMCreationFailed):
@@ -171,6 +179,31 @@ class Vms:
             return pbm.find(self.session, self.properties.vm_storage_policy_name, "vm_storage_policy_name",
                             list(self.place.datacenter.datastore))
         return None
+
+    def _nsxt_joins(self, props: VMCloudProperties):
+        """What NSX-T does for the VM once it is on (its groups and server pools), checked
+        before anything is made: a group or pool that is not there refuses create_vm."""
+        if not props.nsxt:
+            return None
+        manager = nsxt.manager(self.properties)
+        assert manager is not None  # nsxt.refusal let it through: cpi.json names a Policy API manager
+        groups = manager.groups(props.nsxt.ns_groups) if props.nsxt.ns_groups else {}
+        wanted = [(pool.name, pool.port) for pool in (props.nsxt.lb.server_pools if props.nsxt.lb else None) or []]
+        if wanted:
+            there = {pool.get("display_name") for pool in manager.pools()}
+            missing = [name for name, _ in wanted if name not in there]
+            if missing:
+                raise VMCreationFailed(f"vm_type nsxt.lb.server_pools: NSX-T at {manager.config.host} has no server "
+                                       f"pool {', '.join(repr(m) for m in missing)}", ok_to_retry=False)
+
+        def join(vm_cid: str, networks: dict[str, Any]) -> None:
+            if groups:
+                manager.join_groups(vm_cid, list(groups.values()))
+            if wanted:
+                ip = next(net["ip"] for net in networks.values() if net.get("type") == "manual")
+                manager.join_pools(vm_cid, ip, wanted)
+
+        return join
 
     def _name(self, env: dict) -> str:
         """`vm-<uuid>`, or with `enable_human_readable_name` `<instance group>_<deployment>_<12
@@ -412,6 +445,10 @@ class Vms:
         files with the VM), destroy, and remove the VM's directory (the env ISO)."""
         from pyVmomi import vim
 
+        manager = nsxt.manager(self.properties)
+        if manager is not None:  # while NSX still sees the VM: its groups are found by its NSX id
+            manager.leave_groups(vm_cid)
+            manager.leave_pools(vm_cid)
         try:
             if str(vm.runtime.powerState) == "poweredOn":
                 try:
