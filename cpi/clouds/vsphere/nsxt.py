@@ -16,6 +16,8 @@ vm_type's `nsxt`: the VM joins the groups (`ns_groups`) and load balancer server
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
 import logging
 import os
@@ -26,11 +28,11 @@ import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
-from cpi import plan, retry
+from cpi import plan, retry, waits
 from cpi.errors import CloudError, VMCreationFailed
 
 from . import audited, errors
-from .session import _Connection
+from .session import _Connection, split_address, tls_context
 
 if TYPE_CHECKING:
     from .props import Nsxt as NsxtConfig
@@ -43,8 +45,10 @@ DOMAIN = "default"
 MAX_IDS = 500
 #: writes refused for a newer revision are read and made again at most this often
 CONFLICTS = 20
-#: how long NSX may take to see a new VM in the vCenter (its inventory is eventually consistent)
+#: how long NSX may take to see a new VM in the vCenter (its inventory is eventually
+#: consistent), and how often it is asked meanwhile
 DISCOVERY_SECONDS = 60
+DISCOVERY_SCHEDULE = waits.Schedule(first=0.5, factor=1.5, cap=5.0)
 
 
 class Conflict(Exception):
@@ -57,9 +61,7 @@ class Manager:
     def __init__(self, config: NsxtConfig, *, budget: float, connect_timeout: float, read_timeout: float):
         self.config = config
         self.budget = budget
-        self.requests = 0
-        self.host, _, port = config.host.partition(":")
-        self.port = int(port) if port.isdigit() else 443
+        self.host, self.port = split_address(config.host)
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self._context = self._tls()
         self._connection = lambda: _Connection(self.host, self.port, context=self._context,
@@ -69,12 +71,7 @@ class Manager:
         """Verified against `ca_cert` when one is given, not at all otherwise (the official
         CPI's rule); a client certificate, when given, authenticates."""
         config = self.config
-        if config.ca_cert or config.ca_cert_file:
-            context = ssl.create_default_context(cafile=config.ca_cert_file, cadata=config.ca_cert)
-        else:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
+        context = tls_context(config.ca_cert, config.ca_cert_file, bool(config.ca_cert or config.ca_cert_file), "nsxt")
         if config.auth_certificate and config.auth_private_key:
             # ssl loads a key pair from files only: a private directory, gone once they are read
             with tempfile.TemporaryDirectory(prefix="cpi-nsxt-") as directory:
@@ -86,8 +83,6 @@ class Manager:
         return context
 
     def _headers(self) -> dict[str, str]:
-        import base64
-
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         if self.config.allow_overwrite:
             headers["X-Allow-Overwrite"] = "true"
@@ -102,27 +97,24 @@ class Manager:
         naming the request for any other refusal. GETs and PUTs (a PUT carries the revision
         it read) are retried within the budget."""
         what = f"NSX-T {method} {path.split('?', 1)[0]}"
+        payload = json.dumps(body).encode() if body is not None else None
         if plan.active is not None:  # `cpi plan`: reads go out, changes are listed, not sent
             if method != "GET":
                 from . import planned
 
-                planned.http(method, API + path, json.dumps(body).encode() if body is not None else None)
+                planned.http(method, API + path, payload)
                 return None
             plan.active.read(what, path)
 
         def send() -> tuple[int, bytes]:
-            self.requests += 1
             connection = self._connection()
             try:
-                connection.request(method, API + path, body=json.dumps(body).encode() if body is not None else None,
-                                   headers=self._headers())
+                connection.request(method, API + path, body=payload, headers=self._headers())
                 response = connection.getresponse()
                 data = response.read()
             finally:
                 connection.close()
             if response.status in (429, 503) or (response.status >= 500 and method in ("GET", "PUT")):
-                import http.client
-
                 raise http.client.HTTPException(f"{response.status} {response.reason}")
             return response.status, data
 
@@ -172,18 +164,20 @@ class Manager:
         return (self.call("GET", "/infra/lb-pools") or {}).get("results") or []
 
     def external_id(self, vm_cid: str, wait: float = DISCOVERY_SECONDS) -> str | None:
-        """NSX's id of the VM `vm_cid`, once its inventory has it (bounded); None when NSX
-        does not see it (a VM on no NSX segment)."""
+        """NSX's id of the VM `vm_cid`: with `wait`, once its inventory has it (a WaitTimeout
+        after `wait` seconds); without, None when NSX does not see it (a VM on no NSX segment)."""
         query = urllib.parse.urlencode({"query": f"display_name:{vm_cid}"})
-        deadline = time.monotonic() + wait
-        while True:
+
+        def look() -> waits.Check[str]:
             found = (self.call("GET", f"/infra/realized-state/enforcement-points/default/virtual-machines?{query}")
                      or {}).get("results") or []
-            if found:
-                return found[0].get("external_id")
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(1)
+            return waits.Check(bool(found), "seen" if found else "not in NSX's inventory yet",
+                               found[0].get("external_id") if found else None)
+
+        if not wait:
+            return look().value
+        return waits.until(look, what=f"NSX-T at {self.config.host} to see VM {vm_cid}", timeout=wait,
+                           schedule=DISCOVERY_SCHEDULE, check_first=True, log=log)
 
     # ------------------------------------------------------------ changes
 
@@ -206,9 +200,8 @@ class Manager:
 
     def join_groups(self, vm_cid: str, group_ids: list[str]) -> None:
         external_id = self.external_id(vm_cid)
-        if external_id is None:
-            raise CloudError(f"NSX-T at {self.config.host} does not see VM {vm_cid} after {DISCOVERY_SECONDS}s: is it "
-                             "on an NSX segment?")
+        if external_id is None:  # a plan, which waits for nothing
+            return
         for group_id in group_ids:
             self._changed(f"/infra/domains/{DOMAIN}/groups/{group_id}",
                           lambda group: add_member(group, vm_cid, external_id))

@@ -66,26 +66,26 @@ RELOGINS = 3
 #: proxy drops idle connections after a few minutes; a stale one costs a failed attempt)
 POOL_IDLE_SECONDS = 120
 
-#: methods that change nothing, or whose repetition is harmless: retried after a read timeout
-#: or a dropped connection, when the vCenter may have carried out the first attempt
+#: methods retried after a read timeout or a dropped connection, when the vCenter may have
+#: carried out the first attempt: the reads (audited.READS, and by their names' prefixes),
+#: and changes whose repetition ends where one would, or with a fault their callers take as
+#: done (InvalidPowerState, ManagedObjectNotFound, FileNotFound, FileAlreadyExists,
+#: DuplicateName, AlreadyUpgraded)
 _SAFE_PREFIXES = ("Retrieve", "Find", "Fetch", "Query", "Current", "Browse", "Wait", "Check", "Validate", "Search")
-_SAFE_METHODS = frozenset({"Login", "Logout", "CreateContainerView", "DestroyView", "CreateFilter",
-                           "DestroyPropertyFilter", "CreatePropertyCollector", "DestroyPropertyCollector",
-                           # repeated, these end where one would, or with a fault their callers take
-                           # as done (InvalidPowerState, ManagedObjectNotFound, FileNotFound,
-                           # FileAlreadyExists, DuplicateName, AlreadyUpgraded)
-                           "setCustomValue", "AddCustomFieldDef", "MakeDirectory", "CreateFolder", "CancelTask",
+_SAFE_METHODS = frozenset({"setCustomValue", "AddCustomFieldDef", "MakeDirectory", "CreateFolder", "CancelTask",
                            "HttpNfcLeaseProgress", "HttpNfcLeaseAbort", "PowerOnVM_Task", "PowerOffVM_Task",
                            "ResetVM_Task", "Destroy_Task", "DeleteVirtualDisk_Task", "DeleteDatastoreFile_Task",
-                           "UpgradeVM_Task",
-                           # the storage policy service's reads (pbm.py)
-                           "PbmRetrieveServiceContent", "PbmQueryProfile", "PbmRetrieveContent",
-                           "PbmCheckRequirements", "PbmQueryAssociatedProfile"})
+                           "UpgradeVM_Task"})
 
 
 def endpoint(properties: VsphereProperties) -> tuple[str, int]:
-    """(host, port) of `host` (or `address`): `vc`, `vc:8443`, `[fd00::1]:443` or a bare IPv6."""
-    address = properties.vcenter_host.strip()
+    """(host, port) of `host` (or `address`)."""
+    return split_address(properties.vcenter_host)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """(host, port) of `vc`, `vc:8443`, `[fd00::1]:443` or a bare IPv6 (port 443 unless given)."""
+    address = address.strip()
     if address.startswith("["):
         host, _, rest = address[1:].partition("]")
         return host, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else 443
@@ -104,6 +104,12 @@ def ssl_context(properties: VsphereProperties) -> ssl.SSLContext:
     ca_text = options.ca_cert if options else None
     ca_file = options.ca_cert_file if options else None
     verify = properties.ssl_verify if properties.ssl_verify is not None else bool(ca_text or ca_file)
+    return tls_context(ca_text, ca_file, verify, "connection_options")
+
+
+def tls_context(ca_text: str | None, ca_file: str | None, verify: bool, where: str) -> ssl.SSLContext:
+    """A client context verifying against `ca_text` or `ca_file` (the system's CAs without
+    either), or not at all; a CA that cannot be read is a CloudError naming `where`'s key."""
     if not verify:
         context = ssl.create_default_context()
         context.check_hostname = False
@@ -113,7 +119,7 @@ def ssl_context(properties: VsphereProperties) -> ssl.SSLContext:
         try:
             return ssl.create_default_context(cafile=ca_file, cadata=ca_text)
         except (ssl.SSLError, OSError) as exc:
-            key = "connection_options.ca_cert_file" if ca_file else "connection_options.ca_cert"
+            key = f"{where}.ca_cert_file" if ca_file else f"{where}.ca_cert"
             raise CloudError(f"{key} holds no CA certificate this CPI can read (PEM text, '-----BEGIN "
                              f"CERTIFICATE-----' ...): {exc.strerror or exc}") from None
     return ssl.create_default_context()
@@ -156,7 +162,7 @@ class _Connection(http.client.HTTPSConnection):
 
 
 def _idempotent(method: str) -> bool:
-    return method.startswith(_SAFE_PREFIXES) or method in _SAFE_METHODS
+    return audited.read_only(method) or method.startswith(_SAFE_PREFIXES) or method in _SAFE_METHODS
 
 
 def _make_stub_class():
