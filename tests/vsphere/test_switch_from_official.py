@@ -17,9 +17,7 @@ from tests.vsphere.test_vsphere_cloud import VM_TYPE, _datacenter, network, vm_o
 
 
 def templates(si) -> dict[str, object]:
-    folder = si.content.searchIndex.FindByInventoryPath(
-        f"{vsphere_target.DATACENTER}/vm/{vsphere_target.TEMPLATE_FOLDER}")
-    return {vm.name: vm for vm in folder.childEntity}
+    return vsphere_target.Vcenter(None, si).vms(vsphere_target.TEMPLATE_FOLDER)
 
 
 def official_copy(si, stemcell_cid: str, datastore_name: str):

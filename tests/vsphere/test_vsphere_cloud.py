@@ -298,6 +298,7 @@ def test_vms_and_stemcells_show_as_managed_by_bosh_as_the_official_cpi_marks_the
             assert (vm.config.managedBy.extensionKey, vm.config.managedBy.type) == (extension.KEY, extension.RESOURCE)
         again = cpi.call("create_stemcell", str(image), {})
         assert again.error is None and f"vCenter extension {extension.KEY} registered" not in again.log  # found
+        assert "registering the vCenter extension" not in again.log  # not asked again, and refused
         cpi("delete_stemcell", again.result)
         assert [e.key for e in si.content.extensionManager.extensionList].count(extension.KEY) == 1
     finally:

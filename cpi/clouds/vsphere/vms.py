@@ -173,12 +173,12 @@ class Vms:
         `storage_policy`; else none when the vm_type names `datastores`; else the global
         `vm_storage_policy_name`. Found, with its compatible datastores, before anything is made."""
         if props.storage_policy and props.storage_policy.name:
-            return pbm.find(self.session, props.storage_policy.name, "vm_type storage_policy",
-                            list(self.place.datacenter.datastore))
-        if self.properties.vm_storage_policy_name and not props.datastores:
-            return pbm.find(self.session, self.properties.vm_storage_policy_name, "vm_storage_policy_name",
-                            list(self.place.datacenter.datastore))
-        return None
+            name, key = props.storage_policy.name, "vm_type storage_policy"
+        elif self.properties.vm_storage_policy_name and not props.datastores:
+            name, key = self.properties.vm_storage_policy_name, "vm_storage_policy_name"
+        else:
+            return None
+        return pbm.find(self.session, name, key, list(self.place.datacenter.datastore))
 
     def _nsxt_joins(self, props: VMCloudProperties):
         """What NSX-T does for the VM once it is on (its groups and server pools), checked
