@@ -62,9 +62,5 @@ def vcsim() -> vcsim_server.Vcsim:
 @pytest.fixture(scope="session")
 def si(vcsim):
     """A pyvmomi ServiceInstance logged in to the simulator."""
-    from pyVim.connect import Disconnect, SmartConnect
-
-    instance = SmartConnect(host=vcsim.host, port=vcsim.port, user=vcsim.username, pwd=vcsim.password,
-                            disableSslCertValidation=True)
-    yield instance
-    Disconnect(instance)
+    with vcsim_server.service_instance(vcsim) as instance:
+        yield instance

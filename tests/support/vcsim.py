@@ -363,6 +363,19 @@ def server(*args: str) -> Vcsim:
     return Vcsim(result.binary, args=args)
 
 
+@contextlib.contextmanager
+def service_instance(running: Vcsim):
+    """A pyVmomi ServiceInstance logged in to `running`, logged out afterwards."""
+    from pyVim.connect import Disconnect, SmartConnect
+
+    instance = SmartConnect(host=running.host, port=running.port, user=running.username, pwd=running.password,
+                            disableSslCertValidation=True)
+    try:
+        yield instance
+    finally:
+        Disconnect(instance)
+
+
 # ---------------------------------------------------------------- as a pytest plugin
 
 

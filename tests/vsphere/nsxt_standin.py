@@ -1,20 +1,32 @@
-"""A stand-in for the part of NSX-T's Policy API the vsphere cloud uses, on 127.0.0.1 over
-HTTPS. It is not NSX: no NSX manager or simulator can be had here, so this serves what the
-official CPI's generated Policy client (bosh-vsphere-cpi-release's nsxt_policy_client) sends
-and reads, as NSX documents it:
+"""A stand-in for the parts of NSX-T's Manager API and Policy API the vsphere cloud uses, on
+127.0.0.1 over HTTPS. It is not NSX: no NSX manager or simulator can be had here, so this
+serves what the official CPI's generated clients (bosh-vsphere-cpi-release's
+nsxt_manager_client and nsxt_policy_client) send and read, as NSX documents it.
 
-- GET  /policy/api/v1/search/query?query=resource_type:Group AND display_name:("a" OR "b")
-- GET, PUT /policy/api/v1/infra/domains/default/groups/<id>: a PUT must carry the
-  `_revision` of the object as it is (else 412), which it then increments
-- GET /policy/api/v1/infra/lb-pools, and GET, PUT /policy/api/v1/infra/lb-pools/<id> (the same)
-- GET /policy/api/v1/infra/realized-state/enforcement-points/default/virtual-machines
-  ?query=display_name:<name>: NSX's inventory, which NSX fills from the vCenter; here the
-  vCenter (the simulator) is asked through pyVmomi, and a VM's external id is its
-  instanceUuid, as NSX gives it
-- GET /policy/api/v1/infra/virtual-machine-group-associations?vm_external_id=<id>
+NSX's inventory comes from the vCenter (the simulator, asked through pyVmomi): a VM's
+external id is its instanceUuid, and each NIC on a port group NSX backs (backingType `nsx`)
+is realized as NSX does it: a VIF whose attachment id the vCenter shows as the NIC's
+externalId (set here through ReconfigVM when NSX first sees it), a Manager API logical port
+and a Policy API segment port attached to it.
+
+Policy API (/policy/api/v1):
+- GET  /search/query?query=resource_type:Group AND display_name:("a" OR "b"), and
+  resource_type:SegmentPort AND attachment.id:<id>
+- GET, PUT /infra/domains/default/groups/<id>; GET /infra/lb-pools, GET, PUT
+  /infra/lb-pools/<id>: a PUT must carry the `_revision` of the object as it is (else 412)
+- GET, PATCH /infra/segments/<segment>/ports/<id>
+- GET /infra/realized-state/enforcement-points/default/virtual-machines?query=display_name:<n>
+- GET /infra/virtual-machine-group-associations?vm_external_id=<id>
+
+Manager API (/api/v1):
+- GET /fabric/virtual-machines?display_name=<n>; POST /fabric/virtual-machines?action=update_tags
+- GET /fabric/vifs?owner_vm_id=<external id>
+- GET /logical-ports?attachment_id=<id>; GET, PUT /logical-ports/<id> (with `_revision`)
+- GET /ns-groups (two per page, with a cursor); POST /ns-groups/<id>?action=ADD_MEMBERS|REMOVE_MEMBERS
+- GET /loadbalancer/pools; POST /loadbalancer/pools/<id>?action=ADD_MEMBERS|REMOVE_MEMBERS
 
 Basic authentication with the user and password it is made with; anything else is 403.
-`conflicts` makes that many PUTs meet a newer revision first (another writer), and `seen`
+`conflicts` makes that many writes meet a newer revision first (another writer), and `seen`
 lists the requests.
 """
 
@@ -26,20 +38,27 @@ import json
 import re
 import threading
 import urllib.parse
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.faults.proxy import _tls_context
 
-API = "/policy/api/v1"
+POLICY = "/policy/api/v1"
+MANAGER = "/api/v1"
 
 
 class NsxtStandin:
     def __init__(self, si: Any, *, username: str = "admin", password: str = "nsxt-pw"):
         self.si = si
         self.username, self.password = username, password
-        self.groups: dict[str, dict[str, Any]] = {}
+        self.groups: dict[str, dict[str, Any]] = {}  # Policy API
         self.pools: dict[str, dict[str, Any]] = {}
+        self.ns_groups: dict[str, dict[str, Any]] = {}  # Manager API
+        self.lb_pools: dict[str, dict[str, Any]] = {}
+        self.logical_ports: dict[str, dict[str, Any]] = {}  # by attachment id
+        self.segment_ports: dict[str, dict[str, Any]] = {}  # by attachment id
+        self.vm_tags: dict[str, list[dict[str, str]]] = {}  # by external id
         self.seen: list[tuple[str, str]] = []
         self.conflicts = 0
         self.lock = threading.Lock()
@@ -55,6 +74,12 @@ class NsxtStandin:
             def do_PUT(self) -> None:
                 standin._serve(self, "PUT")
 
+            def do_PATCH(self) -> None:
+                standin._serve(self, "PATCH")
+
+            def do_POST(self) -> None:
+                standin._serve(self, "POST")
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.socket = _tls_context().wrap_socket(self.server.socket, server_side=True)
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
@@ -64,6 +89,10 @@ class NsxtStandin:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    @property
+    def writes(self) -> list[tuple[str, str]]:
+        return [seen for seen in self.seen if seen[0] != "GET"]
 
     # ------------------------------------------------------------ objects
 
@@ -78,9 +107,33 @@ class NsxtStandin:
                                "path": f"/infra/lb-pools/{pool_id}", "_revision": 0, "members": [],
                                **({"member_group": {"group_path": member_group}} if member_group else {})}
 
+    def add_ns_group(self, group_id: str, name: str) -> None:
+        self.ns_groups[group_id] = {"id": group_id, "display_name": name, "resource_type": "NSGroup",
+                                    "members": [], "_revision": 0}
+
+    def add_lb_pool(self, pool_id: str, name: str, ns_group: str | None = None) -> None:
+        """A Manager API pool: static, or with `ns_group` (its id) one whose members are that NSGroup's."""
+        grouping = {"grouping_object": {"target_type": "NSGroup", "target_id": ns_group,
+                                        "target_display_name": self.ns_groups[ns_group]["display_name"]}
+                    } if ns_group else {}
+        self.lb_pools[pool_id] = {"id": pool_id, "display_name": name, "resource_type": "LbPool", "members": [],
+                                  "_revision": 0, **({"member_group": grouping} if ns_group else {})}
+
     def members(self, group_id: str) -> list[str]:
         return [i for e in self.groups[group_id]["expression"] if e.get("resource_type") == "ExternalIDExpression"
                 for i in e.get("external_ids") or []]
+
+    def ns_members(self, group_id: str) -> list[str]:
+        return [m["value"] for m in self.ns_groups[group_id]["members"]]
+
+    def ports_of(self, vm: Any) -> list[dict[str, Any]]:
+        """The Manager API logical ports of the VM's NSX NICs."""
+        with self.lock:
+            return [self.logical_ports[attachment] for attachment, _ in self._realize(vm)]
+
+    def segment_ports_of(self, vm: Any) -> list[dict[str, Any]]:
+        with self.lock:
+            return [self.segment_ports[attachment] for attachment, _ in self._realize(vm)]
 
     # ------------------------------------------------------------ the API
 
@@ -93,15 +146,31 @@ class NsxtStandin:
             return
         body = json.loads(handler.rfile.read(int(handler.headers.get("Content-Length") or 0)) or b"null")
         query = dict(urllib.parse.parse_qsl(parts.query))
-        path = parts.path.removeprefix(API)
         with self.lock:
-            status, document = self._route(method, path, query, body)
+            self._realize_all()  # NSX keeps its inventory in step with the vCenter
+            if parts.path.startswith(POLICY):
+                status, document = self._policy(method, parts.path.removeprefix(POLICY), query, body)
+            else:
+                status, document = self._manager(method, parts.path.removeprefix(MANAGER), query, body)
         self._answer(handler, status, document)
 
-    def _route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
+    def _written(self, found: dict[str, Any], body: Any, store: dict[str, dict[str, Any]], key: str) -> tuple[int, Any]:
+        """A PUT of `found` (kept in `store` under `key`): refused unless it carries the revision it is at."""
+        if self.conflicts > 0:  # another writer came first
+            self.conflicts -= 1
+            found["_revision"] += 1
+        if (body or {}).get("_revision") != found["_revision"]:
+            return 412, {"error_message": "The object was modified by somebody else"}
+        store[key] = {**body, "_revision": found["_revision"] + 1}
+        return 200, copy.deepcopy(store[key])
+
+    def _policy(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
         if method == "GET" and path == "/search/query":
-            names = re.findall(r'"((?:[^"\\]|\\.)*)"', query.get("query", ""))
-            names = [json.loads(f'"{name}"') for name in names]
+            wanted = query.get("query", "")
+            if wanted.startswith("resource_type:SegmentPort AND attachment.id:"):
+                port = self.segment_ports.get(wanted.rsplit(":", 1)[-1])
+                return 200, {"results": [copy.deepcopy(port)] if port else [], "result_count": int(bool(port))}
+            names = [json.loads(f'"{name}"') for name in re.findall(r'"((?:[^"\\]|\\.)*)"', wanted)]
             found = [copy.deepcopy(g) for g in self.groups.values() if g["display_name"] in names]
             return 200, {"results": found, "result_count": len(found)}
         if method == "GET" and path == "/infra/lb-pools":
@@ -114,6 +183,15 @@ class NsxtStandin:
             wanted = query.get("vm_external_id")
             return 200, {"results": [{"path": g["path"], "target_id": g["id"]} for g in self.groups.values()
                                      if wanted in self.members(g["id"])]}
+        if path.startswith("/infra/segments/"):
+            port = next((p for p in self.segment_ports.values() if p["path"] == path), None)
+            if port is None:
+                return 404, {"error_message": f"{path} not found"}
+            if method == "PATCH":
+                port.update({k: v for k, v in (body or {}).items() if k in ("tags", "display_name")})
+                port["_revision"] += 1
+                return 200, None
+            return 200, copy.deepcopy(port)
         for prefix, objects in (("/infra/domains/default/groups/", self.groups), ("/infra/lb-pools/", self.pools)):
             if path.startswith(prefix):
                 found = objects.get(path.removeprefix(prefix))
@@ -121,14 +199,61 @@ class NsxtStandin:
                     return 404, {"error_message": f"{path} not found"}
                 if method == "GET":
                     return 200, copy.deepcopy(found)
-                if self.conflicts > 0:  # another writer came first
-                    self.conflicts -= 1
-                    found["_revision"] += 1
-                if (body or {}).get("_revision") != found["_revision"]:
-                    return 412, {"error_message": "The object was modified by somebody else"}
-                objects[found["id"]] = {**body, "_revision": found["_revision"] + 1}
-                return 200, copy.deepcopy(objects[found["id"]])
+                return self._written(found, body, objects, found["id"])
         return 404, {"error_message": f"{method} {path}: not served by the stand-in"}
+
+    def _manager(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
+        if path == "/fabric/virtual-machines":
+            if method == "POST" and query.get("action") == "update_tags":
+                self.vm_tags[body["external_id"]] = body["tags"]
+                return 204, None
+            return 200, {"results": [{"display_name": vm.name, "external_id": vm.config.instanceUuid,
+                                      "resource_type": "VirtualMachine",
+                                      "tags": copy.deepcopy(self.vm_tags.get(vm.config.instanceUuid, []))}
+                                     for vm in self._vms() if vm.name == query.get("display_name")]}
+        if method == "GET" and path == "/fabric/vifs":
+            vms = [vm for vm in self._vms() if vm.config.instanceUuid == query.get("owner_vm_id")]
+            return 200, {"results": [{"lport_attachment_id": attachment, "owner_vm_id": vm.config.instanceUuid,
+                                      "device_key": str(key), "resource_type": "VirtualNetworkInterface"}
+                                     for vm in vms for attachment, key in self._realize(vm)]}
+        if method == "GET" and path == "/logical-ports":
+            port = self.logical_ports.get(query.get("attachment_id", ""))
+            return 200, {"results": [copy.deepcopy(port)] if port else []}
+        if path.startswith("/logical-ports/"):
+            attachment = next((a for a, p in self.logical_ports.items() if p["id"] == path.rsplit("/", 1)[-1]), None)
+            if attachment is None:
+                return 404, {"error_message": f"{path} not found"}
+            if method == "GET":
+                return 200, copy.deepcopy(self.logical_ports[attachment])
+            return self._written(self.logical_ports[attachment], body, self.logical_ports, attachment)
+        if method == "GET" and path in ("/ns-groups", "/loadbalancer/pools"):
+            listed = list((self.ns_groups if path == "/ns-groups" else self.lb_pools).values())
+            start = int(query.get("cursor", 0))
+            page = listed[start:start + 2]  # small pages, so that the CPI must follow the cursor
+            more = {"cursor": str(start + 2)} if start + 2 < len(listed) else {}
+            return 200, {"results": copy.deepcopy(page), "result_count": len(listed), **more}
+        for prefix, objects, key in (("/ns-groups/", self.ns_groups, "value"),
+                                     ("/loadbalancer/pools/", self.lb_pools, "ip_address")):
+            if method == "POST" and path.startswith(prefix):
+                found = objects.get(path.removeprefix(prefix))
+                if found is None:
+                    return 404, {"error_message": f"{path} not found"}
+                if self.conflicts > 0:
+                    self.conflicts -= 1
+                    return 409, {"error_message": "The object was modified by somebody else"}
+                given = (body or {}).get("members") or []
+                if query.get("action") == "ADD_MEMBERS":
+                    found["members"] += [m for m in given if m not in found["members"]]
+                elif query.get("action") == "REMOVE_MEMBERS":
+                    gone = {(m.get(key), m.get("port")) for m in given}
+                    found["members"] = [m for m in found["members"] if (m.get(key), m.get("port")) not in gone]
+                else:
+                    return 400, {"error_message": f"action {query.get('action')!r}"}
+                found["_revision"] += 1
+                return 200, {"members": copy.deepcopy(found["members"])}
+        return 404, {"error_message": f"{method} {path}: not served by the stand-in"}
+
+    # ------------------------------------------------------------ NSX's inventory, from the vCenter
 
     def _vms(self) -> list[Any]:
         from pyVmomi import vim
@@ -139,9 +264,44 @@ class NsxtStandin:
         finally:
             view.DestroyView()
 
+    def _realize_all(self) -> None:
+        for vm in self._vms():
+            self._realize(vm)
+
+    def _realize(self, vm: Any) -> list[tuple[str, int]]:
+        """(attachment id, device key) of each of the VM's NICs on an NSX port group, with a
+        logical port and a segment port for each; a NIC's externalId is set on first sight."""
+        from pyVim.task import WaitForTask
+        from pyVmomi import vim
+
+        nsx = {group.key: group.name for group in vm.network or []
+               if isinstance(group, vim.dvs.DistributedVirtualPortgroup) and group.config.backingType == "nsx"}
+        found = []
+        for nic in vm.config.hardware.device if vm.config else []:
+            backing = getattr(nic, "backing", None)
+            if not isinstance(backing, vim.vm.device.VirtualEthernetCard.DistributedVirtualPortBackingInfo) \
+                    or backing.port.portgroupKey not in nsx:
+                continue
+            attachment = nic.externalId
+            if not attachment:
+                attachment = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{vm.config.instanceUuid}/{nic.key}"))
+                nic.externalId = attachment
+                spec = vim.vm.ConfigSpec(deviceChange=[vim.vm.device.VirtualDeviceSpec(operation="edit", device=nic)])
+                WaitForTask(vm.ReconfigVM_Task(spec=spec))
+            segment = nsx[backing.port.portgroupKey]
+            self.logical_ports.setdefault(attachment, {
+                "id": f"lp-{attachment}", "display_name": f"{vm.name}@{nic.key}", "resource_type": "LogicalPort",
+                "attachment": {"attachment_type": "VIF", "id": attachment}, "tags": [], "_revision": 0})
+            self.segment_ports.setdefault(attachment, {
+                "id": f"sp-{attachment}", "resource_type": "SegmentPort", "attachment": {"id": attachment},
+                "path": f"/infra/segments/{segment}/ports/sp-{attachment}", "parent_path": f"/infra/segments/{segment}",
+                "tags": [], "_revision": 0})
+            found.append((attachment, nic.key))
+        return found
+
     @staticmethod
     def _answer(handler: BaseHTTPRequestHandler, status: int, document: Any) -> None:
-        data = json.dumps(document).encode()
+        data = json.dumps(document).encode() if document is not None else b""
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(data)))

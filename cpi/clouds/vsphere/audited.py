@@ -16,7 +16,9 @@ only the keys a reconfiguration sets are listed.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import urllib.parse
 from typing import Any
 
@@ -191,7 +193,7 @@ def after(mo: Any, method: str, params: dict[str, Any], answer: Any = None) -> N
 
 def http_after(method: str, path: str, body: bytes | None) -> None:
     """The audit line of a change through HTTP: a file written or deleted on a datastore
-    (`/folder/...`), a tag attached through the REST API, a stemcell disk uploaded."""
+    (`/folder/...`), a tag attached through the REST API, a change in NSX-T."""
     parts = urllib.parse.urlsplit(path)
     query = dict(urllib.parse.parse_qsl(parts.query))
     request = f"{method} {parts.path}"
@@ -204,19 +206,32 @@ def http_after(method: str, path: str, body: bytes | None) -> None:
                          request=request)
         return
     if "tag-association" in parts.path and query.get("~action") == "attach":
-        import json
-
         tag = urllib.parse.unquote(parts.path.rsplit("/", 1)[-1]).removeprefix("id:")
         target = (json.loads(body or b"{}").get("object_id") or {}).get("id")
         audit.record("attach", tag, {"old": None, "new": {"vm": target}}, resource_type="tag", request=request)
         return
-    if parts.path.startswith("/policy/api/v1/infra/"):  # NSX-T: a group's or server pool's members
-        kind = "nsxt_group" if "/groups/" in parts.path else "nsxt_server_pool" if "/lb-pools/" in parts.path \
-            else "nsxt"
-        audit.record("update", parts.path.rsplit("/", 1)[-1], {"old": None, "new": None}, resource_type=kind,
-                     request=request)
+    kind = next((kind for pattern, kind in _NSXT_KINDS if re.match(pattern, parts.path)), None)
+    if kind is not None:  # NSX-T: a group's or pool's members, a port's tags or VIF type, a VM's tags
+        action = query.get("action", "update").lower()
+        target = parts.path.rsplit("/", 1)[-1]
+        if kind == "nsxt_vm":  # the VM is named in the body
+            target = str(json.loads(body or b"{}").get("external_id"))
+        audit.record(action, target, {"old": None, "new": None}, resource_type=kind, request=request)
         return
     audit.record(method.lower(), parts.path, {"old": None, "new": None}, resource_type="http", request=request)
+
+
+#: NSX-T's paths of what the CPI changes, by the kind the audit trail names
+_NSXT_KINDS = (
+    (r"/policy/api/v1/infra/domains/[^/]+/groups/", "nsxt_group"),
+    (r"/policy/api/v1/infra/lb-pools/", "nsxt_server_pool"),
+    (r"/policy/api/v1/infra/(tier-1s/[^/]+/)?segments/[^/]+/ports/", "nsxt_segment_port"),
+    (r"/api/v1/ns-groups/", "nsxt_ns_group"),
+    (r"/api/v1/loadbalancer/pools/", "nsxt_server_pool"),
+    (r"/api/v1/logical-ports/", "nsxt_logical_port"),
+    (r"/api/v1/fabric/virtual-machines$", "nsxt_vm"),
+    (r"/(policy/)?api/v1/", "nsxt"),
+)
 
 
 def upload_after(url: str, size: int) -> None:

@@ -263,7 +263,8 @@ class Nsx(_Strict):
 
 class Nsxt(_Strict):
     """NSX-T, for vm_types' `nsxt`: the CPI adds each VM to the groups and load balancer
-    pools its vm_type names, through the Manager API or the Policy API."""
+    pools its vm_type names, through the Manager API (the default) or the Policy API, and
+    tags the VM's NSX ports with the director's metadata (set_vm_metadata)."""
 
     host: str = Field(..., min_length=1, description="Address of the NSX-T manager (host name or IP, a port may "
                       "follow).")
@@ -283,23 +284,24 @@ class Nsxt(_Strict):
     ca_cert_file: str | None = Field(None, description="Path of a PEM file of those CA certificates: the same as "
                                      "`ca_cert`.")
     default_vif_type: Literal["PARENT", "CHILD"] | None = Field(
-        None, description="VIF type set on the logical ports of new VMs (Manager API) unless a vm_type's "
-        "`nsxt.vif_type` says otherwise: `PARENT` for hosts of containers. Not driven yet: while it is set, a "
-        "vm_type's `nsxt` is refused, saying so.")
+        None, description="VIF type set on the logical ports of new VMs with a vm_type `nsxt` (through the Manager "
+        "API, also in migration mode; the Policy API sets none, as in the official CPI) unless the vm_type's "
+        "`nsxt.vif_type` says otherwise: `PARENT` for hosts of containers.")
     use_policy_api: StrictBool = Field(
-        False, description="Use the NSX-T Policy API (NSX-T 3.0 and later) instead of the Manager API for groups and "
-        "server pools. This CPI drives the Policy API only: without it, a vm_type's `nsxt` is refused, saying so. "
-        "Unlike the official CPI, it does not tag the VMs' segment ports with the director's metadata.")
+        False, description="Use the NSX-T Policy API (NSX-T 3.0 and later) instead of the Manager API: VMs join "
+        "Policy groups and server pools, and their segment ports get the director's metadata as `bosh/<key>` tags "
+        "(the instance id hashed with SHA-1). Without it, the Manager API: the VMs' logical ports join NSGroups, "
+        "the VMs server pools, and the ports get the VIF type and the `bosh/id` tag.")
     policy_api_migration_mode: StrictBool = Field(
-        False, description="While moving from the Manager API to the Policy API: add VMs through both, failing when "
-        "the Manager API's objects are missing but not the Policy API's. For migration scripts only. Not driven "
-        "(it needs the Manager API): while it is set, a vm_type's `nsxt` is refused, saying so.")
+        False, description="While moving from the Manager API to the Policy API: add VMs, and tag their ports, "
+        "through both; the Manager API's groups and pools must exist, the Policy API's are taken where they are "
+        "(those missing are logged). For migration scripts only.")
     allow_overwrite: StrictBool = Field(
         True, description="Send `X-Allow-Overwrite: true` with NSX-T requests, so the Manager API may change objects "
         "the Policy API made (true by default, as in the official CPI).")
     tag_nsx_vm_objects: StrictBool = Field(
-        False, description="Give the VM's NSX objects the tags its vSphere VM gets. Not driven yet (accepted, no "
-        "effect).")
+        False, description="Also tag the VM's record in NSX's inventory (its fabric virtual machine, through the "
+        "Manager API) with the director's metadata as `bosh/<key>`, on set_vm_metadata.")
 
     @model_validator(mode="after")
     def _auth(self) -> Nsxt:
@@ -524,15 +526,19 @@ class NsxtLoadBalancer(_Strict):
 
 
 class NsxtVmProperties(_Strict):
-    """What NSX-T does for the VM (needs cpi.json's `nsxt`, with `use_policy_api`): it joins
-    the groups and server pools named once it is on, and leaves them when deleted; a group or
-    pool that is not there refuses create_vm before anything is made."""
+    """What NSX-T does for the VM (needs cpi.json's `nsxt`): it joins the groups and server
+    pools named once it is on, through the API cpi.json's `nsxt` chooses, and leaves them when
+    deleted; a group or pool that is not there refuses create_vm before anything is made. A
+    pool member is the VM's address on its manual network (the default gateway's first);
+    a VM on dynamic networks only is added once VMware Tools report its address (at most 5
+    minutes). Under the Manager API, groups and VIF types apply to the VM's NICs on NSX
+    networks; a VM with none is left out of them, as by the official CPI."""
 
-    ns_groups: list[str] | None = Field(None, description="NSX-T groups (by display name, in domain `default`) to "
-                                        "add the VM to; they must exist.")
+    ns_groups: list[str] | None = Field(None, description="Groups to add the VM to, by display name: NSGroups "
+                                        "(Manager API) or groups of domain `default` (Policy API); they must exist.")
     vif_type: Literal["PARENT", "CHILD"] | None = Field(
         None, description="VIF type of the VM's logical ports (Manager API), over the global `default_vif_type`; "
-        "null sets none. Not driven yet: refused, saying so.")
+        "null sets none. The Policy API sets none, as in the official CPI.")
     lb: NsxtLoadBalancer | None = Field(None, description="NSX-T load balancer pools to add the VM to.")
 
 
@@ -557,8 +563,6 @@ class VMCloudProperties(_Strict):
     with an ephemeral disk of `disk` MiB; the agent's settings reach it on a CD-ROM image.
     `vgpus`, `pci_passthroughs` and `device_groups` go only in a cluster with a host that
     offers them all; create_vm refuses them, before it makes anything, when none does.
-    A vm_type's `nsxt` is driven through NSX-T's Policy API only (cpi.json's
-    `nsxt.use_policy_api`).
     Not driven yet: create_vm fails with VMCreationFailed, before it makes anything, for a
     vm_type that sets `nsx` (NSX-V; keep the official CPI for those VMs); the message says
     whether cpi.json names the manager at all."""

@@ -102,7 +102,7 @@ class Vms:
                                    "manager yet; keep the official CPI for these VMs (docs/vsphere.md)",
                                    ok_to_retry=False)
         if props.nsxt:
-            refused = nsxt.refusal(self.properties, props.nsxt, nets)
+            refused = nsxt.refusal(self.properties)
             if refused:
                 raise VMCreationFailed(refused, ok_to_retry=False)
         for name, net in nets.items():
@@ -151,7 +151,7 @@ class Vms:
                 with Tagging(self.session) as tagging:
                     tagging.attach(tag_ids, vm)
             if joins is not None:
-                joins(vm_cid, networks_out)
+                joins(vm, vm_cid, networks_out)
         except BaseException as exc:
             self._discard(vm, vm_cid)
             if isinstance(exc, BoshError) and not isinstance(exc, VMCreationFailed):
@@ -180,30 +180,14 @@ class Vms:
             return None
         return pbm.find(self.session, name, key, list(self.place.datacenter.datastore))
 
-    def _nsxt_joins(self, props: VMCloudProperties):
-        """What NSX-T does for the VM once it is on (its groups and server pools), checked
-        before anything is made: a group or pool that is not there refuses create_vm."""
+    def _nsxt_joins(self, props: VMCloudProperties) -> nsxt.Join | None:
+        """What NSX-T does for the VM once it is on (its groups, server pools, VIF type),
+        looked up before anything is made: a group or pool that is not there refuses create_vm."""
         if not props.nsxt:
             return None
-        manager = nsxt.manager(self.properties)
-        assert manager is not None  # nsxt.refusal let it through: cpi.json names a Policy API manager
-        groups = manager.groups(props.nsxt.ns_groups) if props.nsxt.ns_groups else {}
-        wanted = [(pool.name, pool.port) for pool in (props.nsxt.lb.server_pools if props.nsxt.lb else None) or []]
-        if wanted:
-            there = {pool.get("display_name") for pool in manager.pools()}
-            missing = [name for name, _ in wanted if name not in there]
-            if missing:
-                raise VMCreationFailed(f"vm_type nsxt.lb.server_pools: NSX-T at {manager.config.host} has no server "
-                                       f"pool {', '.join(repr(m) for m in missing)}", ok_to_retry=False)
-
-        def join(vm_cid: str, networks: dict[str, Any]) -> None:
-            if groups:
-                manager.join_groups(vm_cid, list(groups.values()))
-            if wanted:
-                ip = next(net["ip"] for net in networks.values() if net.get("type") == "manual")
-                manager.join_pools(vm_cid, ip, wanted)
-
-        return join
+        manager = nsxt.for_vms(self.session, self.properties)
+        assert manager is not None  # nsxt.refusal let it through: cpi.json names the manager
+        return manager.prepare(props.nsxt)
 
     def _name(self, env: dict) -> str:
         """`vm-<uuid>`, or with `enable_human_readable_name` `<instance group>_<deployment>_<12
@@ -445,10 +429,9 @@ class Vms:
         files with the VM), destroy, and remove the VM's directory (the env ISO)."""
         from pyVmomi import vim
 
-        manager = nsxt.manager(self.properties)
+        manager = nsxt.for_vms(self.session, self.properties)
         if manager is not None:  # while NSX still sees the VM: its groups are found by its NSX id
-            manager.leave_groups(vm_cid)
-            manager.leave_pools(vm_cid)
+            manager.leave(vm_cid)
         try:
             if str(vm.runtime.powerState) == "poweredOn":
                 try:
@@ -484,7 +467,11 @@ class Vms:
         tasks.wait(self.session, vm.ResetVM_Task(), f"reset of {vm_cid}")
 
     def set_metadata(self, vm_cid: str, values: dict[str, str]) -> None:
-        metadata.set_values(self.session, self.require(vm_cid), values)
+        vm = self.require(vm_cid)
+        metadata.set_values(self.session, vm, values)
+        manager = nsxt.for_vms(self.session, self.properties)
+        if manager is not None:  # the VM's NSX ports carry them too, for NSX's firewall rules
+            manager.tag(vm, vm_cid, values)
 
     def disks(self, vm_cid: str) -> list[str]:
         present = list(self.require(vm_cid).config.hardware.device)

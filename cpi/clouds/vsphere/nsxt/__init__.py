@@ -1,0 +1,186 @@
+"""NSX-T for a vm_type's `nsxt`, through the API cpi.json's `nsxt` chooses, as the official
+CPI does:
+
+- the Manager API (the default): the VM's logical ports join the NSGroups, the VM the
+  pools, the ports get the VIF type (`vif_type`, else `default_vif_type`) and the instance
+  id tag;
+- the Policy API (`use_policy_api`): the VM joins the groups and pools, its segment ports
+  get the director's metadata as tags;
+- `policy_api_migration_mode`: both, the Manager API's objects required, the Policy API's
+  taken where they are (a migration script moves them meanwhile).
+
+With `tag_nsx_vm_objects`, the VM's own record in NSX's inventory gets the metadata too.
+What can be looked up is looked up before anything is made: a group or pool that is not
+there refuses create_vm with nothing to clean up."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cpi import waits
+from cpi.errors import CloudError, VMCreationFailed
+
+from .client import Client, client
+from .manager_api import ManagerApi
+from .policy import Policy
+from .vnics import address, on_nsx
+
+if TYPE_CHECKING:
+    from ..props import NsxtVmProperties
+    from ..session import Session
+
+log = logging.getLogger("cpi.clouds.vsphere")
+
+Join = Callable[[Any, str, dict[str, Any]], None]
+
+
+class Nsxt:
+    """The NSX-T manager of cpi.json's `nsxt`, through the API(s) its settings choose."""
+
+    def __init__(self, session: Session, client: Client):
+        config = client.config
+        self.session = session
+        self.client = client
+        self.config = config
+        self.migrating = config.policy_api_migration_mode
+        self.policy = Policy(client) if config.use_policy_api or self.migrating else None
+        self.manager = ManagerApi(client) if not config.use_policy_api or self.migrating else None
+
+    # ------------------------------------------------------------ create_vm
+
+    def prepare(self, asked: NsxtVmProperties) -> Join:
+        """Look up what `asked` names (VMCreationFailed for what is missing) and return what
+        makes it so once the VM is on: join(vm, vm_cid, networks)."""
+        names = list(asked.ns_groups or [])
+        pools = [(pool.name, pool.port) for pool in (asked.lb.server_pools if asked.lb else None) or []]
+        try:
+            manager_groups = self._manager_lookups(names, pools) if self.manager else {}
+            policy_groups, policy_pools = self._policy_lookups(names, pools) if self.policy else ({}, [])
+        except CloudError as exc:
+            if exc.ok_to_retry or isinstance(exc, VMCreationFailed):
+                raise
+            raise VMCreationFailed(exc.message, ok_to_retry=False) from None
+        vif_type = asked.vif_type if "vif_type" in asked.model_fields_set else self.config.default_vif_type
+        if vif_type and self.manager is None:
+            log.info("create_vm: nsxt vif_type %s is set through the Manager API only (as by the official CPI): "
+                     "not set under use_policy_api", vif_type)
+
+        def join(vm: Any, vm_cid: str, networks: dict[str, Any]) -> None:
+            ip = address(self.session, vm, vm_cid, networks) if pools else None
+            if self.manager is not None:
+                self._manager_join(vm, vm_cid, manager_groups, pools, ip, vif_type)
+            if self.policy is not None:
+                if policy_groups:
+                    self.policy.join_groups(vm_cid, list(policy_groups.values()))
+                if policy_pools and ip:
+                    self.policy.join_pools(vm_cid, ip, policy_pools)
+
+        return join
+
+    def _manager_lookups(self, names: list[str], pools: list[tuple[str, int | None]]) -> dict[str, str]:
+        assert self.manager is not None
+        if pools:
+            there = {pool.get("display_name") for pool in self.manager.pools()}
+            missing = [name for name, _ in pools if name not in there]
+            if missing:
+                raise CloudError(f"vm_type nsxt.lb.server_pools: NSX-T at {self.config.host} has no server pool "
+                                 f"{', '.join(repr(m) for m in missing)}")
+        wanted = names + [name for name in self.manager.pool_groups(pools) if name not in names]
+        return self.manager.ns_groups(wanted) if wanted else {}
+
+    def _policy_lookups(self, names: list[str], pools: list[tuple[str, int | None]]
+                        ) -> tuple[dict[str, str], list[tuple[str, int | None]]]:
+        assert self.policy is not None
+        groups = self.policy.groups(names, missing_ok=self.migrating) if names else {}
+        if not pools:
+            return groups, []
+        there = {pool.get("display_name") for pool in self.policy.pools()}
+        missing = [name for name, _ in pools if name not in there]
+        if missing and not self.migrating:
+            raise CloudError(f"vm_type nsxt.lb.server_pools: NSX-T at {self.config.host} has no server pool "
+                             f"{', '.join(repr(m) for m in missing)}")
+        if missing:
+            log.info("create_vm: NSX-T's Policy API has no server pool %s yet: the VM joins those there",
+                     ", ".join(repr(m) for m in missing))
+        return groups, [(name, port) for name, port in pools if name in there]
+
+    def _manager_join(self, vm: Any, vm_cid: str, groups: dict[str, str], pools: list[tuple[str, int | None]],
+                      ip: str | None, vif_type: str | None) -> None:
+        assert self.manager is not None
+        if pools and ip:
+            self.manager.join_pools(vm_cid, ip, pools)
+        if not (groups or vif_type):
+            return
+        if not on_nsx(self.session, vm):
+            log.info("create_vm: %s has no NIC on an NSX network: no logical port to put in NSGroups %s or to "
+                     "give a VIF type (as with the official CPI)", vm_cid, ", ".join(groups) or "-")
+            return
+        ports = self.manager.logical_ports(vm_cid)
+        if groups:
+            self.manager.join_groups(vm_cid, ports, groups)
+        if vif_type:
+            self.manager.set_vif_type(ports, vif_type)
+
+    # ------------------------------------------------------------ delete_vm
+
+    def leave(self, vm_cid: str) -> None:
+        """Take the VM out of its groups and pools while NSX still knows it. The Policy API's
+        groups must let it go (a failure fails delete_vm, which the director retries); the
+        rest is logged when it fails, as by the official CPI, since NSX drops the ports of a
+        deleted VM itself."""
+        steps: list[tuple[str, Callable[[str], None], bool]] = []
+        if self.manager is not None:
+            steps += [("NSGroups", self.manager.leave_groups, False), ("server pools", self.manager.leave_pools, False)]
+        if self.policy is not None:
+            steps += [("groups", self.policy.leave_groups, not self.migrating),
+                      ("server pools", self.policy.leave_pools, False)]
+        for what, step, required in steps:
+            try:
+                step(vm_cid)
+            except CloudError as exc:
+                if required:
+                    raise
+                log.warning("delete_vm: %s could not be taken out of its NSX-T %s (%s); going on, as the official "
+                            "CPI does", vm_cid, what, exc.message)
+
+    # ------------------------------------------------------------ set_vm_metadata
+
+    def tag(self, vm: Any, vm_cid: str, metadata: dict[str, str]) -> None:
+        """The director's metadata on the VM's NSX ports (and, with `tag_nsx_vm_objects`, its
+        NSX record); nothing for a VM with no NIC on NSX."""
+        if not metadata:
+            return
+        attachments = on_nsx(self.session, vm)
+        if not attachments:
+            return
+        if self.manager is not None:
+            self.manager.tag_ports(vm_cid, metadata)
+        if self.policy is not None:
+            known = [attachment for attachment in attachments if attachment]
+            if len(known) < len(attachments):
+                log.info("set_vm_metadata: %d of %s's NSX NICs have no attachment id in the vCenter yet",
+                         len(attachments) - len(known), vm_cid)
+            try:
+                self.policy.tag_ports(vm_cid, known, metadata)
+            except waits.WaitTimeout as exc:
+                if not self.migrating:
+                    raise
+                log.info("set_vm_metadata: %s (migration mode: the Manager API's ports are tagged)", exc.message)
+        if self.config.tag_nsx_vm_objects:
+            (self.manager or ManagerApi(self.client)).tag_vm(vm_cid, metadata)
+
+
+def for_vms(session: Session, properties: Any) -> Nsxt | None:
+    """The NSX-T manager cpi.json names; None without one."""
+    made = client(properties)
+    return Nsxt(session, made) if made is not None else None
+
+
+def refusal(properties: Any) -> str | None:
+    """Why a vm_type's `nsxt` cannot be carried out (None: it can), before anything is made."""
+    if properties.nsxt is None:
+        return ("vm_type cloud_properties 'nsxt' needs the NSX-T manager, which cpi.json does not name (`nsxt`, the "
+                "job's vcenter.nsxt.*)")
+    return None

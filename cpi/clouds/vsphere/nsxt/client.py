@@ -1,0 +1,174 @@
+"""One NSX-T manager over HTTPS, as the client of both its APIs (the Manager API under
+/api/v1, the Policy API under /policy/api/v1): authentication, TLS, retries within the
+call's budget, `cpi plan` (reads go out, changes are listed and withheld) and the audit
+trail of every change, in one place.
+
+NSX refuses a write with 409 or 412 when the object changed since it was read (another
+writer came first): `Client.changed` reads, edits and writes again until it is not."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import logging
+import os
+import random
+import ssl
+import tempfile
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cpi import plan, retry
+from cpi.errors import CloudError
+
+from .. import audited, errors
+from ..session import _Connection, split_address, tls_context
+
+if TYPE_CHECKING:
+    from ..props import Nsxt as NsxtConfig
+
+log = logging.getLogger("cpi.clouds.vsphere")
+
+#: writes refused for a newer revision are read and made again at most this often
+CONFLICTS = 20
+#: methods whose repetition ends the same way: a lost answer is asked again (a PUT carries
+#: the revision it read, so a repeated one is refused rather than applied twice)
+IDEMPOTENT = ("GET", "PUT", "PATCH")
+
+
+class Conflict(Exception):
+    """NSX refused a write: the object changed since it was read (409 or 412)."""
+
+
+class Client:
+    """The NSX-T manager cpi.json's `nsxt` names."""
+
+    def __init__(self, config: NsxtConfig, *, budget: float, connect_timeout: float, read_timeout: float):
+        self.config = config
+        self.budget = budget
+        self.host, self.port = split_address(config.host)
+        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self._context = self._tls()
+
+    def _tls(self) -> ssl.SSLContext:
+        """Verified against `ca_cert` when one is given, not at all otherwise (the official
+        CPI's rule); a client certificate, when given, authenticates."""
+        config = self.config
+        context = tls_context(config.ca_cert, config.ca_cert_file, bool(config.ca_cert or config.ca_cert_file), "nsxt")
+        if config.auth_certificate and config.auth_private_key:
+            # ssl loads a key pair from files only: a private directory, gone once they are read
+            with tempfile.TemporaryDirectory(prefix="cpi-nsxt-") as directory:
+                cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+                for path, text in ((cert, config.auth_certificate), (key, config.auth_private_key.get_secret_value())):
+                    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+                        out.write(text)
+                context.load_cert_chain(cert, key)
+        return context
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        if self.config.allow_overwrite:
+            headers["X-Allow-Overwrite"] = "true"
+        if not (self.config.auth_certificate and self.config.auth_private_key) and self.config.username:
+            secret = self.config.password.get_secret_value() if self.config.password else ""
+            token = base64.b64encode(f"{self.config.username}:{secret}".encode()).decode()
+            headers["Authorization"] = ("Remote " if self.config.remote_auth else "Basic ") + token
+        return headers
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """The JSON answer of one request to `path` (from /api or /policy on; None for 404);
+        Conflict for 409/412; CloudError naming the request for any other refusal."""
+        what = f"NSX-T {method} {path.split('?', 1)[0]}"
+        payload = json.dumps(body).encode() if body is not None else None
+        if plan.active is not None:  # `cpi plan`: reads go out, changes are listed, not sent
+            if method != "GET":
+                from .. import planned
+
+                planned.http(method, path, payload)
+                return None
+            plan.active.read(what, path)
+
+        def send() -> tuple[int, bytes]:
+            connection = _Connection(self.host, self.port, context=self._context,
+                                     connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
+            try:
+                connection.request(method, path, body=payload, headers=self._headers())
+                response = connection.getresponse()
+                data = response.read()
+            finally:
+                connection.close()
+            if response.status in (429, 503) or (response.status >= 500 and method in IDEMPOTENT):
+                raise http.client.HTTPException(f"{response.status} {response.reason}")
+            return response.status, data
+
+        try:
+            status, data = retry.call(send, classify=errors.classifier(idempotent=method in IDEMPOTENT),
+                                      what=what, budget=self.budget)
+        except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed
+            secrets = [s for s in (self.config.password and self.config.password.get_secret_value(),) if s]
+            raise errors.to_cloud_error(exc, what=what, endpoint=self.config.host, user=self.config.username or "",
+                                        secrets=secrets, connect_timeout=self.connect_timeout,
+                                        read_timeout=self.read_timeout) from None
+        if status == 404:
+            return None
+        if status in (409, 412):
+            raise Conflict(what)
+        document = json.loads(data) if data else None
+        if status >= 400:
+            message = (document or {}).get("error_message") if isinstance(document, dict) else None
+            raise CloudError(f"{what}: {status} {message or data[:200]!r}")
+        if method != "GET":
+            audited.http_after(method, path, payload)
+        return document
+
+    def pages(self, path: str) -> list[dict[str, Any]]:
+        """Every result of a listing NSX answers page by page (its `cursor`)."""
+        found: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            joined = "&" if "?" in path else "?"
+            page = self.call("GET", path + (f"{joined}cursor={cursor}" if cursor else "")) or {}
+            found += page.get("results") or []
+            cursor = page.get("cursor")
+            if not cursor or not page.get("results"):
+                return found
+
+    def changed(self, path: str, change: Callable[[dict[str, Any]], bool], method: str = "PUT") -> None:
+        """Read `path`, let `change` edit it (False: nothing to write), write it back with
+        the revision read; again when another writer came first."""
+        def attempt() -> None:
+            current = self.call("GET", path)
+            if current is None:
+                raise CloudError(f"NSX-T {path.split('?', 1)[0]}: not there")
+            if change(current):
+                self.call(method, path, current)
+
+        self._again(attempt, path, "the change")
+
+    def acted(self, path: str, body: Any, what: str) -> None:
+        """POST an action (`?action=ADD_MEMBERS`...), made again when NSX answers that the
+        object changed meanwhile (409/412), as the official CPI does."""
+        self._again(lambda: self.call("POST", path, body), path, what)
+
+    @staticmethod
+    def _again(attempt: Callable[[], Any], path: str, what: str) -> None:
+        for count in range(1, CONFLICTS + 1):
+            try:
+                attempt()
+                return
+            except Conflict:
+                log.info("NSX-T %s changed meanwhile: %s is made again (attempt %d)", path.split("?", 1)[0], what,
+                         count)
+                time.sleep(random.uniform(0.1, 1.0))
+        raise CloudError(f"NSX-T {path.split('?', 1)[0]}: {what} still met others' changes after {CONFLICTS} attempts")
+
+
+def client(properties: Any) -> Client | None:
+    """The NSX-T manager cpi.json names; None without one."""
+    config = properties.nsxt
+    if config is None:
+        return None
+    return Client(config, budget=properties.retry_budget_seconds, connect_timeout=properties.connect_timeout,
+                  read_timeout=properties.read_timeout)
