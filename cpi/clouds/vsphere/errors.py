@@ -107,31 +107,37 @@ def describe(exc: BaseException) -> str:
 
 
 def to_cloud_error(exc: BaseException, *, what: str, endpoint: str, user: str, secrets: Iterable[str],
-                   connect_timeout: float, read_timeout: float) -> BoshError:
+                   connect_timeout: float, read_timeout: float, peer: str = "the vCenter",
+                   ca_key: str = "connection_options.ca_cert") -> BoshError:
     """The CloudError for a failure of the wire or of the login, after the retries: names the
-    request, the vCenter, the user and the setting that bounds the wait; never a secret."""
+    request, the vCenter, the user and the setting that bounds the wait; never a secret.
+    `peer` and `ca_key` name another server on the same wire (an NSX manager: "the NSX-V
+    manager", "nsx.ca_cert"), so that its failures do not send the operator to the vCenter's
+    settings."""
     if isinstance(exc, BoshError):
         return exc
     secrets = list(secrets)
+    tls_hint = f"set {ca_key} to the CA of its certificate" + (", or check ssl_verify" if peer == "the vCenter"
+                                                               else "")
+    untrusted_hint = f"set {ca_key}" if peer == "the vCenter" else tls_hint
     name = fault_name(exc)
     if isinstance(exc, ConnectFailed):
         if exc.tls:
-            return CloudError(scrub(f"{what}: TLS with the vCenter at {endpoint} failed ({exc.__cause__}); set "
-                                    "connection_options.ca_cert to the CA of its certificate, or check ssl_verify",
+            return CloudError(scrub(f"{what}: TLS with {peer} at {endpoint} failed ({exc.__cause__}); {tls_hint}",
                                     secrets))
         if exc.timed_out:
-            return CloudError(f"{what}: the vCenter at {endpoint} did not complete a connection (TCP and TLS) within "
+            return CloudError(f"{what}: {peer} at {endpoint} did not complete a connection (TCP and TLS) within "
                               f"connect_timeout ({connect_timeout:g}s)", ok_to_retry=True)
-        return CloudError(scrub(f"{what}: the vCenter at {endpoint} could not be reached: {exc.__cause__}", secrets),
+        return CloudError(scrub(f"{what}: {peer} at {endpoint} could not be reached: {exc.__cause__}", secrets),
                           ok_to_retry=True)
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return CloudError(scrub(f"{what}: the vCenter at {endpoint} has a certificate that is not trusted "
-                                f"({exc.verify_message}); set connection_options.ca_cert", secrets))
+        return CloudError(scrub(f"{what}: {peer} at {endpoint} has a certificate that is not trusted "
+                                f"({exc.verify_message}); {untrusted_hint}", secrets))
     if isinstance(exc, TimeoutError):
-        return CloudError(f"{what}: the vCenter at {endpoint} did not answer within read_timeout "
+        return CloudError(f"{what}: {peer} at {endpoint} did not answer within read_timeout "
                           f"({read_timeout:g}s)", ok_to_retry=True)
     if isinstance(exc, (http.client.HTTPException, OSError)):
-        return CloudError(scrub(f"{what}: the connection to the vCenter at {endpoint} failed: "
+        return CloudError(scrub(f"{what}: the connection to {peer} at {endpoint} failed: "
                                 f"{type(exc).__name__}: {exc}", secrets), ok_to_retry=True)
     if name in ("InvalidLogin", "InvalidLocale", "NoPermission") and what.endswith("Login"):
         return CloudError(scrub(f"{what}: the vCenter at {endpoint} refused the login of user '{user}' "
