@@ -193,7 +193,8 @@ def after(mo: Any, method: str, params: dict[str, Any], answer: Any = None) -> N
 
 def http_after(method: str, path: str, body: bytes | None) -> None:
     """The audit line of a change through HTTP: a file written or deleted on a datastore
-    (`/folder/...`), a tag attached through the REST API, a change in NSX-T."""
+    (`/folder/...`), a tag attached through the REST API, a stemcell disk uploaded, an NSX-T
+    group, pool, port or VM record, an NSX-V security group or load balancer pool changed."""
     parts = urllib.parse.urlsplit(path)
     query = dict(urllib.parse.parse_qsl(parts.query))
     request = f"{method} {parts.path}"
@@ -218,6 +219,9 @@ def http_after(method: str, path: str, body: bytes | None) -> None:
             target = str(json.loads(body or b"{}").get("external_id"))
         audit.record(action, target, {"old": None, "new": None}, resource_type=kind, request=request)
         return
+    if parts.path.startswith(("/api/2.0/services/securitygroup/", "/api/4.0/edges/")):  # NSX-V
+        _nsxv(method, parts.path, body, request)
+        return
     audit.record(method.lower(), parts.path, {"old": None, "new": None}, resource_type="http", request=request)
 
 
@@ -232,6 +236,34 @@ _NSXT_KINDS = (
     (r"/api/v1/fabric/virtual-machines$", "nsxt_vm"),
     (r"/(policy/)?api/v1/", "nsxt"),
 )
+
+
+def _nsxv(method: str, path: str, body: bytes | None, request: str) -> None:
+    """An NSX-V change: a security group made (named by its name: its id is in the answer),
+    a VM added to one, a load balancer pool written (with the names of its members)."""
+    parts = path.split("/")
+    if "/members/" in path:  # /api/2.0/services/securitygroup/<id>/members/<vm moref>
+        audit.record("update", parts[5], {"old": None, "new": {"member": parts[-1]}},
+                     resource_type="nsxv_security_group", request=request)
+    elif "/securitygroup/bulk/" in path:
+        audit.record("create", next(iter(_xml_texts(body, "name")), None), {"old": None, "new": {"scope": parts[-1]}},
+                     resource_type="nsxv_security_group", request=request)
+    elif "/loadbalancer/config/pools/" in path:  # /api/4.0/edges/<edge>/loadbalancer/config/pools/<pool>
+        audit.record("update", parts[-1], {"old": None, "new": {"edge": parts[4],
+                                                                "members": _xml_texts(body, "member/name")}},
+                     resource_type="nsxv_lb_pool", request=request)
+    else:
+        audit.record(method.lower(), path, {"old": None, "new": None}, resource_type="nsxv", request=request)
+
+
+def _xml_texts(body: bytes | None, path: str) -> list[str]:
+    """The texts at `path` of a document this CPI wrote itself (so trusted); [] when unreadable."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        return [found.text or "" for found in ET.fromstring(body or b"").findall(path)]
+    except ET.ParseError:
+        return []
 
 
 def upload_after(url: str, size: int) -> None:

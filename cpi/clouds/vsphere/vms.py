@@ -7,8 +7,9 @@ cpi.json, a datastore for the ephemeral disk among those the cluster reaches tha
 datastore (stemcells.py), one clone task that sets CPU, memory, NICs and the ephemeral
 disk, the agent's settings as `env.iso` on the CD-ROM and `guestinfo.userdata`, DRS rules
 when asked, the vm_type's vGPUs, PCI devices and device groups once its hardware is
-upgraded (passthrough.py, which checks before the clone that the hosts offer them), and
-power on. The VM is `vm-<uuid>` in the VM folder. Whatever fails after the
+upgraded (passthrough.py, which checks before the clone that the hosts offer them), power
+on, then the tags and the NSX-T (nsxt.py) and NSX-V (nsxv.py) memberships, whose groups,
+edges and pools are looked up before the clone. The VM is `vm-<uuid>` in the VM folder. Whatever fails after the
 clone destroys the VM before the error (VMCreationFailed) leaves; a process killed meanwhile
 leaves a `vm-<uuid>` that has_vm, delete_vm and `cpi orphans` find.
 """
@@ -38,6 +39,7 @@ from . import (
     lookups,
     metadata,
     nsxt,
+    nsxv,
     passthrough,
     pbm,
     tasks,
@@ -54,10 +56,6 @@ log = logging.getLogger("cpi.clouds.vsphere")
 
 #: extraConfig keys that say whose a VM is (invisible in the vSphere client, free to set in the clone)
 ORIGIN_KEYS = {"agent_id": "bosh.agent_id", "director_uuid": "bosh.director_uuid"}
-#: what needs a vSphere feature this CPI does not drive yet: refused, naming the key, rather
-#: than a VM made without it
-_NOT_YET = ("nsx",)
-_MANAGERS = {"nsx": "NSX-V"}
 
 
 class Vms:
@@ -91,16 +89,6 @@ class Vms:
         from pyVmomi import vim
 
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
-        for key in _NOT_YET:
-            if not getattr(props, key):
-                continue
-            if getattr(self.properties, key) is None:  # the deployment has no such manager
-                raise VMCreationFailed(f"vm_type cloud_properties '{key}' needs the {_MANAGERS[key]} manager, which "
-                                       f"cpi.json does not name (`{key}`, the job's vcenter.{key}.*)",
-                                       ok_to_retry=False)
-            raise VMCreationFailed(f"vm_type cloud_properties '{key}': this CPI does not drive the {_MANAGERS[key]} "
-                                   "manager yet; keep the official CPI for these VMs (docs/vsphere.md)",
-                                   ok_to_retry=False)
         if props.nsxt:
             refused = nsxt.refusal(self.properties)
             if refused:
@@ -115,6 +103,7 @@ class Vms:
         vm_cid = self._name(env)
         tag_ids = self._tags(props)
         joins = self._nsxt_joins(props)
+        nsxv_joining = nsxv.prepare(self.properties, props.nsx, env)
         policy = self._policy(props)
         if self.properties.ensure_no_ip_conflicts:
             ip_conflicts.check(self.session, self.place, nets)
@@ -152,6 +141,8 @@ class Vms:
                     tagging.attach(tag_ids, vm)
             if joins is not None:
                 joins(vm, vm_cid, networks_out)
+            if nsxv_joining is not None:  # NSX-V knows the VM by its moref
+                nsxv_joining.run(vm._moId)
         except BaseException as exc:
             self._discard(vm, vm_cid)
             if isinstance(exc, BoshError) and not isinstance(exc, VMCreationFailed):

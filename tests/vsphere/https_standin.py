@@ -1,0 +1,55 @@
+"""What the stand-ins for the managers beside the vCenter (NSX-V, NSX-T) share: an HTTPS
+server on 127.0.0.1 that hands each request to one function, and the simulator's VMs as such
+a manager's inventory sees them. (nsxt_standin.py predates it and may move onto it.)"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.faults.proxy import _tls_context
+
+
+class Server:
+    """`serve(handler, method)` answers every GET, PUT, POST and DELETE, on its own thread;
+    `address` is `127.0.0.1:<port>`."""
+
+    def __init__(self, serve: Callable[[BaseHTTPRequestHandler, str], None]):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet: the tests read what the stand-in records
+                return
+
+            def do_GET(self) -> None:
+                serve(self, "GET")
+
+            def do_PUT(self) -> None:
+                serve(self, "PUT")
+
+            def do_POST(self) -> None:
+                serve(self, "POST")
+
+            def do_DELETE(self) -> None:
+                serve(self, "DELETE")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.socket = _tls_context().wrap_socket(self.server.socket, server_side=True)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def vms(si: Any) -> list[Any]:
+    """Every VM of the vCenter `si` is connected to."""
+    from pyVmomi import vim
+
+    view = si.content.viewManager.CreateContainerView(si.content.rootFolder, [vim.VirtualMachine], True)
+    try:
+        return list(view.view)
+    finally:
+        view.DestroyView()
