@@ -15,9 +15,9 @@ as the built-in plugin `vsphere` in cpi/clouds/__init__.py. The release's job ta
 job's `vcenter.*` properties under their names and renders them as this section
 (jobs/cpi/templates/cpi.json.erb; its `vsphere_cpi` alias is the official job's name); the
 reference docs/vsphere.md is generated from these models. Some keys are accepted with their
-meaning before the cloud acts on them: create_vm refuses the vm_type keys it does not drive yet
-(VMCloudProperties says which), and so does docs/migrating.md, with the global settings that
-refuse it.
+meaning before the cloud acts on them: create_vm refuses what it does not drive yet (NSX-T's
+Manager API: Nsxt and NsxtVmProperties say which), and so does docs/migrating.md, with the
+global settings that refuse it.
 
 No pyvmomi here: `info` of the cloud will import this module.
 """
@@ -249,10 +249,14 @@ class ConnectionOptions(_Strict):
 
 class Nsx(_Strict):
     """NSX-V (NSX for vSphere), for vm_types' `nsx`. NSX-V is past its end of support; the
-    keys keep their meaning."""
+    keys keep their meaning. With it, as with the official CPI, every new VM joins the
+    security groups of its director's `env.bosh.groups` (director, deployment, instance
+    group...), whether or not its vm_type sets `nsx`."""
 
-    address: str = Field(..., min_length=1, description="Address of the NSX manager (host name or IP).")
-    user: str = Field(..., min_length=1, description="User to log in to the NSX manager as.")
+    address: str = Field(..., min_length=1, description="Address of the NSX manager (host name or IP, a port may "
+                         "follow), reached over HTTPS.")
+    user: str = Field(..., min_length=1, description="User to log in to the NSX manager as (HTTP Basic "
+                      "authentication).")
     password: SecretStr = Field(..., description="That user's password. Never logged.")
     ca_cert: str | None = Field(
         None, description="PEM text of the CA certificate(s) of the NSX manager's TLS certificate, which is then "
@@ -489,10 +493,11 @@ class StoragePolicy(_Strict):
 
 
 class NsxLoadBalancer(_Strict):
-    """An NSX-V edge load balancer pool the VM joins."""
+    """An NSX-V edge load balancer pool the VM's security group joins (as a member named
+    `BOSH-<group id>-<port>-<monitor port>`, as the official CPI names it)."""
 
-    edge_name: str = Field(..., min_length=1, description="Name of the NSX edge.")
-    pool_name: str = Field(..., min_length=1, description="Name of the edge's server pool.")
+    edge_name: str = Field(..., min_length=1, description="Name of the NSX edge (it must exist).")
+    pool_name: str = Field(..., min_length=1, description="Name of the edge's server pool (it must exist).")
     security_group: str = Field(
         ..., min_length=1, description="Security group the pool targets: the VM is added to it (the group is created "
         "when missing) and the group to the pool.")
@@ -502,12 +507,19 @@ class NsxLoadBalancer(_Strict):
 
 
 class NsxVmProperties(_Strict):
-    """What NSX-V does for the VM (needs cpi.json's `nsx`)."""
+    """What NSX-V does for the VM (needs cpi.json's `nsx`), once it is on: it joins, by its
+    managed object id, these security groups, its director's `env.bosh.groups` and its load
+    balancers' groups (made in scope globalroot-0 when missing), and each load balancer's
+    group joins its pool. Edges and pools are looked up before anything is made: one that
+    is not there refuses create_vm. delete_vm leaves NSX-V alone (it drops a deleted VM
+    from its groups itself), as the official CPI does; groups made stay."""
 
     security_groups: list[str] | None = Field(
         None, description="Security groups to add the VM to (created when missing), with those of the director's "
         "`env.bosh.groups` and of `lbs`.")
-    lbs: list[NsxLoadBalancer] | None = Field(None, description="Edge load balancer pools to add the VM to.")
+    lbs: list[NsxLoadBalancer] | None = Field(None, description="Edge load balancer pools to add the VM's "
+                                              "security group to (once: a pool that has it on the same ports is "
+                                              "left as it is).")
 
 
 class NsxtServerPool(_Strict):
@@ -563,9 +575,9 @@ class VMCloudProperties(_Strict):
     with an ephemeral disk of `disk` MiB; the agent's settings reach it on a CD-ROM image.
     `vgpus`, `pci_passthroughs` and `device_groups` go only in a cluster with a host that
     offers them all; create_vm refuses them, before it makes anything, when none does.
-    Not driven yet: create_vm fails with VMCreationFailed, before it makes anything, for a
-    vm_type that sets `nsx` (NSX-V; keep the official CPI for those VMs); the message says
-    whether cpi.json names the manager at all."""
+    A vm_type's `nsxt` is driven through NSX-T's Manager or Policy API (cpi.json's `nsxt`);
+    its `nsx` through NSX-V's REST API. Either without its manager in cpi.json refuses
+    create_vm (VMCreationFailed) before anything is made."""
 
     cpu: StrictInt = Field(..., ge=1, description="Number of vCPUs.")
     ram: StrictInt = Field(..., ge=1, description="Memory in MiB.")
@@ -617,7 +629,8 @@ class VMCloudProperties(_Strict):
         "`Nvidia:2@nvidia_h100l-94c%NVLink`: their vGPUs, linked. A usable host of the VM's cluster must offer them "
         "(as its AssignableHardwareManager lists them); create_vm is refused, naming what the hosts offer, when none "
         "does or the vCenter is older than 8.0.")
-    nsx: NsxVmProperties | None = Field(None, description="NSX-V security groups and load balancers of the VM.")
+    nsx: NsxVmProperties | None = Field(None, description="NSX-V security groups and edge load balancer pools of "
+                                        "the VM (needs cpi.json's `nsx`).")
     nsxt: NsxtVmProperties | None = Field(None, description="NSX-T groups, VIF type and load balancer pools of the "
                                           "VM.")
     plugins: dict[str, Any] | None = Field(
