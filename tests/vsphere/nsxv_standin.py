@@ -18,7 +18,8 @@ Errors are NSX-V's `<error><details/><errorCode/><moduleName/></error>`. Basic
 authentication with the user and password it is made with; anything else is 403, as NSX-V
 answers. `busy` makes that many membership changes meet "Concurrent object access error",
 `unseen` that many meet error 300 first, `stale` that many pool writes meet a
-StaleObjectStateException (other writers); `seen` lists the requests.
+StaleObjectStateException (other writers); a new group named in `refused_names` is refused;
+`seen` lists the requests.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class NsxvStandin:
         self.pools: dict[str, dict[str, ET.Element]] = {}  # edge id -> pool id -> <pool>
         self.seen: list[tuple[str, str]] = []
         self.busy = self.unseen = self.stale = 0
+        #: names a new security group may not have (NSX-V refuses them, error 1)
+        self.refused_names: set[str] = set()
         self.lock = threading.Lock()
         self.server = Server(self._serve)
         self.address = self.server.address
@@ -122,6 +125,8 @@ class NsxvStandin:
             return 200, ET.tostring(listed)
         if method == "POST" and path == f"{GROUPS}/bulk/globalroot-0":
             name = ET.fromstring(body).findtext("name") or ""
+            if name in self.refused_names:
+                return 400, _error(f"The name {name} is not valid for a security group.", "1")
             if self.group_id(name) is not None:
                 return 400, _error(f"Another object with same name : {name} already exists in the current scope : "
                                    "globalroot-0.", "210")

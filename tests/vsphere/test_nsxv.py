@@ -1,8 +1,8 @@
 """NSX-V (cpi.json's `nsx`) as the official CPI drives it (#25): a new VM joins, by its moref,
 its vm_type's security groups, the director's `env.bosh.groups` and its load balancers'
 groups (made when missing), and each load balancer's group joins its edge's pool once; an
-edge or pool that is not there refuses create_vm with nothing made; delete_vm leaves NSX-V
-alone; `cpi plan` sends no write.
+edge or pool that is not there refuses create_vm with nothing made, a refusal after the
+clone deletes the VM; delete_vm leaves NSX-V alone; `cpi plan` sends no write.
 
 NSX-V cannot be had here: the manager is tests/vsphere/nsxv_standin.py, a stand-in for the
 endpoints of NSX-V's REST API the official CPI uses (see its docstring)."""
@@ -88,6 +88,17 @@ def test_vms_join_their_security_groups_and_pool_once_and_delete_vm_leaves_nsx_a
         assert manager.members("lb-sg") == [first, second] and manager.members("web") == ["vm-1", first, second]
         assert [w for w in manager.writes() if "/loadbalancer/" in w[1]] == pool_writes
         assert manager.pool_members(manager.edge_id("lb-edge"), "web-pool") == [OTHERS, member]
+
+        assert manager.password not in made.log
+
+        # what NSX-V refuses after the clone fails create_vm, which deletes the VM
+        before = vm_names(si)
+        manager.refused_names.add("bad name")
+        refused = cpi.call("create_vm", "agent-nsxv-bad", cloud.stemcell,
+                           {**VM_TYPE, "nsx": {"security_groups": ["bad name"]}}, network("10.0.0.74"), [], ENV)
+        assert refused.error is not None and refused.error["type"] == "Bosh::Clouds::VMCreationFailed", refused.error
+        assert "making security group 'bad name': 400 (error 1)" in refused.error["message"], refused.error
+        assert vm_names(si) == before
 
         # `cpi plan` of either call sends NSX-V no write
         writes = len(manager.writes())
