@@ -1,6 +1,6 @@
 """What the stand-ins for the managers beside the vCenter (NSX-V, NSX-T) share: an HTTPS
 server on 127.0.0.1 that hands each request to one function, and the simulator's VMs as such
-a manager's inventory sees them. (nsxt_standin.py predates it and may move onto it.)"""
+a manager's inventory sees them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.faults.proxy import _tls_context
 
 
 class Server:
-    """`serve(handler, method)` answers every GET, PUT, POST and DELETE, on its own thread;
+    """`serve(handler, method)` answers every GET, PUT, PATCH, POST and DELETE, on its own thread;
     `address` is `127.0.0.1:<port>`."""
 
     def __init__(self, serve: Callable[[BaseHTTPRequestHandler, str], None]):
@@ -26,6 +26,9 @@ class Server:
 
             def do_PUT(self) -> None:
                 serve(self, "PUT")
+
+            def do_PATCH(self) -> None:
+                serve(self, "PATCH")
 
             def do_POST(self) -> None:
                 serve(self, "POST")

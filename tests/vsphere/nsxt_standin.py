@@ -39,10 +39,10 @@ import re
 import threading
 import urllib.parse
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.faults.proxy import _tls_context
+from tests.vsphere.https_standin import Server, vms
 
 POLICY = "/policy/api/v1"
 MANAGER = "/api/v1"
@@ -62,33 +62,11 @@ class NsxtStandin:
         self.seen: list[tuple[str, str]] = []
         self.conflicts = 0
         self.lock = threading.Lock()
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # quiet: the test reads `seen`
-                return
-
-            def do_GET(self) -> None:
-                standin._serve(self, "GET")
-
-            def do_PUT(self) -> None:
-                standin._serve(self, "PUT")
-
-            def do_PATCH(self) -> None:
-                standin._serve(self, "PATCH")
-
-            def do_POST(self) -> None:
-                standin._serve(self, "POST")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.socket = _tls_context().wrap_socket(self.server.socket, server_side=True)
-        self.host = f"127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = Server(self._serve)
+        self.host = self.server.address
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
     @property
     def writes(self) -> list[tuple[str, str]]:
@@ -256,13 +234,7 @@ class NsxtStandin:
     # ------------------------------------------------------------ NSX's inventory, from the vCenter
 
     def _vms(self) -> list[Any]:
-        from pyVmomi import vim
-
-        view = self.si.content.viewManager.CreateContainerView(self.si.content.rootFolder, [vim.VirtualMachine], True)
-        try:
-            return list(view.view)
-        finally:
-            view.DestroyView()
+        return vms(self.si)
 
     def _realize_all(self) -> None:
         for vm in self._vms():

@@ -1,7 +1,7 @@
 """One NSX-T manager over HTTPS, as the client of both its APIs (the Manager API under
-/api/v1, the Policy API under /policy/api/v1): authentication, TLS, retries within the
-call's budget, `cpi plan` (reads go out, changes are listed and withheld) and the audit
-trail of every change, in one place.
+/api/v1, the Policy API under /policy/api/v1): its authentication, TLS and JSON documents;
+the wire's rules (retries within the call's budget, `cpi plan`, the audit trail) are
+rest.py's.
 
 NSX refuses a write with 409 or 412 when the object changed since it was read (another
 writer came first): `Client.changed` reads, edits and writes again until it is not."""
@@ -9,7 +9,6 @@ writer came first): `Client.changed` reads, edits and writes again until it is n
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import logging
 import os
@@ -20,11 +19,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cpi import plan, retry
 from cpi.errors import CloudError
 
-from .. import audited, errors
-from ..session import _Connection, split_address, tls_context
+from .. import rest
+from ..session import tls_context
 
 if TYPE_CHECKING:
     from ..props import Nsxt as NsxtConfig
@@ -47,10 +45,10 @@ class Client:
 
     def __init__(self, config: NsxtConfig, *, budget: float, connect_timeout: float, read_timeout: float):
         self.config = config
-        self.budget = budget
-        self.host, self.port = split_address(config.host)
-        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
-        self._context = self._tls()
+        secret = config.password.get_secret_value() if config.password else ""
+        self.rest = rest.Client(config.host, peer="the NSX-T manager", ca_key="nsxt.ca_cert", context=self._tls(),
+                                headers=self._headers(), user=config.username or "", secrets=[secret], budget=budget,
+                                connect_timeout=connect_timeout, read_timeout=read_timeout)
 
     def _tls(self) -> ssl.SSLContext:
         """Verified against `ca_cert` when one is given, not at all otherwise (the official
@@ -78,49 +76,20 @@ class Client:
         return headers
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        """The JSON answer of one request to `path` (from /api or /policy on; None for 404);
-        Conflict for 409/412; CloudError naming the request for any other refusal."""
+        """The JSON answer of one request to `path` (from /api or /policy on; None for 404,
+        and for a change `cpi plan` withheld); Conflict for 409/412; CloudError naming the
+        request for any other refusal."""
         what = f"NSX-T {method} {path.split('?', 1)[0]}"
         payload = json.dumps(body).encode() if body is not None else None
-        if plan.active is not None:  # `cpi plan`: reads go out, changes are listed, not sent
-            if method != "GET":
-                from .. import planned
-
-                planned.http(method, path, payload)
-                return None
-            plan.active.read(what, path)
-
-        def send() -> tuple[int, bytes]:
-            connection = _Connection(self.host, self.port, context=self._context,
-                                     connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
-            try:
-                connection.request(method, path, body=payload, headers=self._headers())
-                response = connection.getresponse()
-                data = response.read()
-            finally:
-                connection.close()
-            if response.status in (429, 503) or (response.status >= 500 and method in IDEMPOTENT):
-                raise http.client.HTTPException(f"{response.status} {response.reason}")
-            return response.status, data
-
-        try:
-            status, data = retry.call(send, classify=errors.classifier(idempotent=method in IDEMPOTENT),
-                                      what=what, budget=self.budget)
-        except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed
-            secrets = [s for s in (self.config.password and self.config.password.get_secret_value(),) if s]
-            raise errors.to_cloud_error(exc, what=what, endpoint=self.config.host, user=self.config.username or "",
-                                        secrets=secrets, connect_timeout=self.connect_timeout,
-                                        read_timeout=self.read_timeout) from None
-        if status == 404:
+        response = self.rest.request(method, path, payload, idempotent=method in IDEMPOTENT, what=what)
+        if response.planned or response.status == 404:
             return None
-        if status in (409, 412):
+        if response.status in (409, 412):
             raise Conflict(what)
-        document = json.loads(data) if data else None
-        if status >= 400:
+        document = json.loads(response.body) if response.body else None
+        if response.status >= 400:
             message = (document or {}).get("error_message") if isinstance(document, dict) else None
-            raise CloudError(f"{what}: {status} {message or data[:200]!r}")
-        if method != "GET":
-            audited.http_after(method, path, payload)
+            raise CloudError(self.rest.scrub(f"{what}: {response.status} {message or response.body[:200]!r}"))
         return document
 
     def pages(self, path: str) -> list[dict[str, Any]]:
