@@ -291,15 +291,18 @@ class _Checker:
         if not isinstance(subnets, list):
             self.add(f"{path}.subnets", f"must be a list, not {_type_name(subnets)}")
             return
+        # a network the director has the CPI make (create_network): a subnet may leave its
+        # range to the CPI (netmask_bits), and its cloud_properties say how it is made
+        managed = network_type == "manual" and entry.get("managed") is True
         for index, subnet in enumerate(subnets):
             subnet_path = f"{path}.subnets[{index}]"
             if not isinstance(subnet, dict):
                 self.add(subnet_path, f"must be a mapping, not {_type_name(subnet)}")
                 continue
-            if network_type == "manual" and "range" not in subnet:
+            if network_type == "manual" and "range" not in subnet and not managed:
                 self.add(subnet_path, "missing range")
             self.az_refs(subnet_path, subnet)
-            self.cloud_properties("network", subnet_path, subnet, network_type=network_type)
+            self.cloud_properties("network", subnet_path, subnet, network_type="managed" if managed else network_type)
 
     def compilation(self, doc: dict, vm_type_names: set, network_names: set) -> None:
         comp = doc.get("compilation")

@@ -266,3 +266,29 @@ def test_required_key_set_by_an_extension_is_a_warning(tmp_path):
     [warning] = json.loads(result.stdout)["findings"]
     assert warning["path"] == "vm_types[name=m5.web].cloud_properties.instance_type"
     assert warning["severity"] == "warning" and "vm_extensions[name=sized]" in warning["problem"]
+
+
+def test_vsphere_managed_networks_are_checked_against_create_network_s_keys(tmp_path):
+    """A managed network (made by create_network) may leave its subnets' ranges to the CPI,
+    and its cloud_properties are create_network's, not a VM's network's."""
+    config = tmp_path / "vsphere.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "vsphere", "properties": {"vsphere": {
+        "host": "vcenter.invalid", "user": "bosh", "password": SECRET,
+        "datacenters": [{"name": "DC0", "clusters": ["C0"], "datastore_pattern": "^ds",
+                         "persistent_datastore_pattern": "^ds"}]}}}}))
+    made = {"t0_router_id": "t0-1", "transport_zone_id": "tz-1", "ip_block_id": "block-1"}
+    doc = {"networks": [
+        {"name": "made", "type": "manual", "managed": True,
+         "subnets": [{"netmask_bits": 26, "cloud_properties": made}]},
+        {"name": "typo", "type": "manual", "managed": True, "subnets": [
+            {"netmask_bits": 26, "cloud_properties": {"t0_router": "t0-1", "transport_zone_id": "tz-1"}}]},
+        {"name": "plain", "type": "manual", "subnets": [{"cloud_properties": {"name": "VM Network"}}]},
+    ]}
+    result = run(doc, config, "--json", tmp_path=tmp_path)
+    assert result.returncode == 1, result.stderr
+    found = findings(result)
+    assert not [path for path in found if path.startswith("networks[name=made]")], found
+    assert found["networks[name=typo].subnets[0].cloud_properties.t0_router"].startswith(
+        "unknown property, did you mean t0_router_id?"), found
+    assert "networks[name=typo].subnets[0].cloud_properties.t0_router_id" in found
+    assert found["networks[name=plain].subnets[0]"] == "missing range"

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import ipaddress
 import json
 import re
 import threading
@@ -49,7 +50,7 @@ MANAGER = "/api/v1"
 
 
 class NsxtStandin:
-    def __init__(self, si: Any, *, username: str = "admin", password: str = "nsxt-pw"):
+    def __init__(self, si: Any = None, *, username: str = "admin", password: str = "nsxt-pw"):
         self.si = si
         self.username, self.password = username, password
         self.groups: dict[str, dict[str, Any]] = {}  # Policy API
@@ -59,6 +60,14 @@ class NsxtStandin:
         self.logical_ports: dict[str, dict[str, Any]] = {}  # by attachment id
         self.segment_ports: dict[str, dict[str, Any]] = {}  # by attachment id
         self.vm_tags: dict[str, list[dict[str, str]]] = {}  # by external id
+        self.routers: dict[str, dict[str, Any]] = {}  # managed networks (Manager API)
+        self.router_ports: dict[str, dict[str, Any]] = {}
+        self.switches: dict[str, dict[str, Any]] = {}
+        self.switch_ports: dict[str, dict[str, Any]] = {}
+        self.ip_blocks: dict[str, ipaddress.IPv4Network] = {}
+        self.subnets: dict[str, dict[str, Any]] = {}
+        self.made = 0
+        self.zones = {"tz-overlay"}
         self.seen: list[tuple[str, str]] = []
         self.conflicts = 0
         self.lock = threading.Lock()
@@ -96,6 +105,18 @@ class NsxtStandin:
                     } if ns_group else {}
         self.lb_pools[pool_id] = {"id": pool_id, "display_name": name, "resource_type": "LbPool", "members": [],
                                   "_revision": 0, **({"member_group": grouping} if ns_group else {})}
+
+    def add_t0(self, router_id: str, edge_cluster_id: str | None = "edge-cluster-1") -> None:
+        self.routers[router_id] = {"id": router_id, "router_type": "TIER0", "resource_type": "LogicalRouter",
+                                   **({"edge_cluster_id": edge_cluster_id} if edge_cluster_id else {})}
+
+    def add_ip_block(self, block_id: str, cidr: str) -> None:
+        self.ip_blocks[block_id] = ipaddress.ip_network(cidr)
+
+    def networking(self) -> dict[str, int]:
+        """How many of each networking object there are (for nothing-left checks)."""
+        return {"routers": len(self.routers), "router_ports": len(self.router_ports),
+                "switches": len(self.switches), "switch_ports": len(self.switch_ports), "subnets": len(self.subnets)}
 
     def members(self, group_id: str) -> list[str]:
         return [i for e in self.groups[group_id]["expression"] if e.get("resource_type") == "ExternalIDExpression"
@@ -181,6 +202,10 @@ class NsxtStandin:
         return 404, {"error_message": f"{method} {path}: not served by the stand-in"}
 
     def _manager(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
+        if path.startswith(("/logical-routers", "/logical-router-ports", "/logical-switches", "/pools/ip-subnets")) \
+                or (path == "/logical-ports" and method == "POST") or query.get("logical_switch_id") \
+                or path.endswith("/status"):
+            return self._networks(method, path, query, body)
         if path == "/fabric/virtual-machines":
             if method == "POST" and query.get("action") == "update_tags":
                 self.vm_tags[body["external_id"]] = body["tags"]
@@ -231,10 +256,81 @@ class NsxtStandin:
                 return 200, {"members": copy.deepcopy(found["members"])}
         return 404, {"error_message": f"{method} {path}: not served by the stand-in"}
 
+    def _new(self, kind: str, store: dict[str, dict[str, Any]], body: dict[str, Any]) -> tuple[int, Any]:
+        self.made += 1
+        made = {**body, "id": f"{kind}-{self.made}", "_revision": 0}
+        made.setdefault("display_name", made["id"])
+        store[made["id"]] = made
+        return 201, copy.deepcopy(made)
+
+    def _networks(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
+        """Managed networks: routers and their ports, switches and their ports, IP block subnets."""
+        parts = path.strip("/").split("/")
+        stores = {"logical-routers": ("lr", self.routers), "logical-router-ports": ("lrp", self.router_ports),
+                  "logical-switches": ("ls", self.switches), "logical-ports": ("lp", self.switch_ports)}
+        if parts[0] == "pools":
+            if method == "POST":
+                block = self.ip_blocks[body["block_id"]]
+                size = int(body["size"])
+                taken = {ipaddress.ip_network(sub["cidr"]) for sub in self.subnets.values()}
+                free = next(net for net in block.subnets(new_prefix=32 - size.bit_length() + 1)
+                            if not any(net.overlaps(other) for other in taken))
+                return self._new("subnet", self.subnets, {"block_id": body["block_id"], "cidr": str(free),
+                                                          "size": size})
+            return (200, None) if self.subnets.pop(parts[-1], None) else (404, {"error_message": "no subnet"})
+        kind, store = stores[parts[0]]
+        if method == "POST" and parts[0] == "logical-switches" and body.get("transport_zone_id") not in self.zones:
+            return 400, {"error_message": f"transport zone {body.get('transport_zone_id')} not found"}
+        if method == "POST":
+            status, made = self._new(kind, store, body)
+            for key in ("linked_logical_router_port_id", "linked_logical_switch_port_id"):
+                if key in made:
+                    store[made["id"]][key]["is_valid"] = True
+                    made[key]["is_valid"] = True
+            return status, made
+        if len(parts) == 1:  # a listing
+            found = [copy.deepcopy(o) for o in store.values() if all(
+                o.get(k) == v for k, v in query.items() if k in ("logical_router_id", "resource_type"))]
+            if "logical_switch_id" in query and parts[0] == "logical-ports":
+                found = [o for o in found if o.get("logical_switch_id") == query["logical_switch_id"]]
+            elif "logical_switch_id" in query:  # router ports linked to one of the switch's ports
+                wanted = query["logical_switch_id"]
+                ports = {i for i, o in self.switch_ports.items() if o["logical_switch_id"] == wanted}
+                found = [o for o in found if (o.get("linked_logical_switch_port_id") or {}).get("target_id") in ports]
+            return 200, {"results": found, "result_count": len(found)}
+        found = store.get(parts[1])
+        if found is None:
+            return 404, {"error_message": f"{path} not found"}
+        if parts[-1] == "status":
+            linked = any((o.get("linked_logical_switch_port_id") or {}).get("target_id") == parts[1]
+                         for o in self.router_ports.values())
+            return 200, {"status": "UP" if linked or found.get("vm") else "DOWN"}
+        if parts[-1] == "advertisement":
+            advertisement = found.setdefault("advertisement", {"enabled": False, "_revision": 0})
+            if method == "GET":
+                return 200, copy.deepcopy(advertisement)
+            return self._written(advertisement, body, found, "advertisement")
+        if method == "GET":
+            return 200, copy.deepcopy(found)
+        if method == "DELETE":
+            del store[parts[1]]
+            if parts[0] == "logical-routers":  # force: its ports go with it
+                for port_id in [i for i, o in self.router_ports.items() if o["logical_router_id"] == parts[1]]:
+                    del self.router_ports[port_id]
+            if parts[0] == "logical-switches":  # cascade: its ports go, and the router ports' links break
+                for port_id in [i for i, o in self.switch_ports.items() if o["logical_switch_id"] == parts[1]]:
+                    del self.switch_ports[port_id]
+                    for router_port in self.router_ports.values():
+                        linked = router_port.get("linked_logical_switch_port_id") or {}
+                        if linked.get("target_id") == port_id:
+                            linked["is_valid"] = False
+            return 200, None
+        return 405, {"error_message": f"{method} {path}"}
+
     # ------------------------------------------------------------ NSX's inventory, from the vCenter
 
     def _vms(self) -> list[Any]:
-        return vms(self.si)
+        return vms(self.si) if self.si is not None else []  # a stand-in for networks alone needs no vCenter
 
     def _realize_all(self) -> None:
         for vm in self._vms():

@@ -213,7 +213,7 @@ def http_after(method: str, path: str, body: bytes | None) -> None:
         return
     kind = next((kind for pattern, kind in _NSXT_KINDS if re.match(pattern, parts.path)), None)
     if kind is not None:  # NSX-T: a group's or pool's members, a port's tags or VIF type, a VM's tags
-        action = query.get("action", "update").lower()
+        action = query.get("action", {"POST": "create", "DELETE": "delete"}.get(method, "update")).lower()
         target = parts.path.rsplit("/", 1)[-1]
         if kind == "nsxt_vm":  # the VM is named in the body
             target = str(json.loads(body or b"{}").get("external_id"))
@@ -232,8 +232,13 @@ _NSXT_KINDS = (
     (r"/policy/api/v1/infra/(tier-1s/[^/]+/)?segments/[^/]+/ports/", "nsxt_segment_port"),
     (r"/api/v1/ns-groups/", "nsxt_ns_group"),
     (r"/api/v1/loadbalancer/pools/", "nsxt_server_pool"),
-    (r"/api/v1/logical-ports/", "nsxt_logical_port"),
+    (r"/api/v1/logical-ports(/|$)", "nsxt_logical_port"),
     (r"/api/v1/fabric/virtual-machines$", "nsxt_vm"),
+    (r"/api/v1/logical-routers/[^/]+/routing/advertisement$", "nsxt_route_advertisement"),
+    (r"/api/v1/logical-routers(/|$)", "nsxt_logical_router"),
+    (r"/api/v1/logical-router-ports(/|$)", "nsxt_logical_router_port"),
+    (r"/api/v1/logical-switches(/|$)", "nsxt_logical_switch"),
+    (r"/api/v1/pools/ip-subnets(/|$)", "nsxt_ip_block_subnet"),
     (r"/(policy/)?api/v1/", "nsxt"),
 )
 

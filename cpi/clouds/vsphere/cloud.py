@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
-from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
+from cpi.cids import AgentId, DiskCid, NetworkCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import Cloud, DiskHint
 from cpi.errors import BoshError, CloudError
@@ -30,6 +30,7 @@ from .props import (
     CONTEXT_OVERRIDES,
     CONTEXT_SECRETS,
     DiskCloudProperties,
+    ManagedNetworkCloudProperties,
     NetworkCloudProperties,
     VMCloudProperties,
     VsphereProperties,
@@ -74,6 +75,7 @@ class VsphereCloud(Cloud):
         "vm_type": VMCloudProperties,
         "disk_type": DiskCloudProperties,
         "network (manual)": NetworkCloudProperties,
+        "network (managed: made by create_network)": ManagedNetworkCloudProperties,
     }
 
     properties: VsphereProperties
@@ -145,6 +147,31 @@ class VsphereCloud(Cloud):
         from . import inspect  # `cpi validate --online`'s read-only checks: not on bin/cpi's path
 
         return inspect.check_cloud_config(self, items)
+
+    # -- managed networks (NSX-T's Manager API)
+    def _networks(self, method: str):
+        from cpi.errors import NotSupported
+
+        from .nsxt import client
+        from .nsxt.networks import Networks
+
+        if self.properties.nsxt is None:
+            raise CloudError(f"{method} makes networks through NSX-T's Manager API: cpi.json names no NSX-T manager "
+                             "(`nsxt`, the job's vcenter.nsxt.*)")
+        if self.properties.nsxt.use_policy_api:
+            raise NotSupported(f"{method} is not supported through NSX-T's Policy API (vcenter.nsxt.use_policy_api), "
+                               "as with the official CPI")
+        made = client(self.properties)
+        assert made is not None
+        return Networks(made)
+
+    @_boundary
+    def create_network(self, network_definition: dict) -> list:
+        return self._networks("create_network").create(network_definition)
+
+    @_boundary
+    def delete_network(self, network_cid: NetworkCid) -> None:
+        self._networks("delete_network").delete(network_cid)
 
     # -- stemcells
     @_boundary

@@ -665,6 +665,27 @@ class NetworkCloudProperties(_Strict):
                       "NSX segment) to put the VM's NIC on; a path (`folder/name`) if names repeat.")
 
 
+class ManagedNetworkCloudProperties(_Strict):
+    """A managed network's cloud_properties (create_network, for a director with
+    `networks.enable_cpi_management`): made through NSX-T's Manager API, as by the official
+    CPI: a tier-1 router on the tier-0 router's edge cluster, linked to it and advertising
+    its connected routes, and a logical switch (overlay, MTEP replication) in the transport
+    zone, on a router port at the subnet's gateway. Without the definition's `range`, the
+    subnet (`netmask_bits`, 24 by default) is allocated from the IP block `ip_block_id` and
+    released by delete_network. The network's cid is the switch's id; the VMs' network
+    `name` is the switch's display name."""
+
+    t0_router_id: str = Field(..., min_length=1, description="Id of the tier-0 logical router to link the network's "
+                              "tier-1 router to; it must have an edge cluster.")
+    transport_zone_id: str = Field(..., min_length=1, description="Id of the transport zone of the logical switch.")
+    ip_block_id: str | None = Field(None, min_length=1, description="Id of the IP block to allocate the subnet from "
+                                    "when the network definition gives no `range` (then it gives no `gateway`: the "
+                                    "subnet's first address is).")
+    switch_name: str | None = Field(None, description="Display name of the logical switch (unique: an existing one "
+                                    "refuses create_network). Default: NSX names it after its id.")
+    t1_name: str | None = Field(None, description="Display name of the tier-1 router.")
+
+
 # The official CPI reads nothing of a stemcell's cloud_properties (its create_stemcell takes
 # the OVF in the image alone), so there is no stemcell model: whatever stemcell.MF says is
 # ignored, as there.
