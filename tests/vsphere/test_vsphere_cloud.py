@@ -184,15 +184,26 @@ def _datacenter() -> dict:
             "disk_path": vsphere_target.DISK_PATH, "datastore_pattern": "^LocalDS_", "clusters": ["DC0_C0"]}
 
 
-def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcsim, tmp_path):
-    """`cpi validate --online`: networks, datastores, clusters and resource pools the
-    cloud-config names are looked up in the datacenter (storage policies in its storage
-    policy service, GPUs among the hosts of the clusters); cpi.json's patterns must match."""
+def validate_online(config, cloud_config: dict, path) -> tuple[int, dict[str, str], str]:
+    """`cpi validate --online --json` of `cloud_config` (written to `path`) as a process:
+    its exit status, its findings (YAML path -> problem) and what it wrote, both streams."""
     import subprocess
     import sys
 
     import yaml
 
+    path.write_text(yaml.safe_dump(cloud_config))
+    run = subprocess.run([sys.executable, "-m", "cpi.cli", "validate", str(path), "--config", str(config),
+                          "--online", "--json"], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in run.stderr and run.returncode in (0, 1), run.stderr
+    return (run.returncode, {f["path"]: f["problem"] for f in json.loads(run.stdout)["findings"]},
+            run.stdout + run.stderr)
+
+
+def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcsim, tmp_path):
+    """`cpi validate --online`: networks, datastores, clusters and resource pools the
+    cloud-config names are looked up in the datacenter (storage policies in its storage
+    policy service, GPUs among the hosts of the clusters); cpi.json's patterns must match."""
     config = vsphere_target.write_config(tmp_path / "cpi.json", vcsim, datacenters=[
         {**_datacenter(), "persistent_datastore_pattern": "^NoSuchDS"}])
     good = {"azs": [{"name": "z1", "cloud_properties": {"datacenters": [{"name": "DC0", "clusters": ["DC0_C0"]}]}}],
@@ -209,18 +220,10 @@ def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcs
     bad["vm_types"][1]["cloud_properties"]["storage_policy"]["name"] = "gold"
     bad["vm_types"].append({"name": "gpu", "cloud_properties": {**VM_TYPE, "vgpus": ["grid_t4-1q"]}})
     bad["networks"][0]["subnets"][0]["cloud_properties"]["name"] = "no-such-pg"
-    results = {}
-    for name, cloud_config in (("good", good), ("bad", bad)):
-        path = tmp_path / f"{name}.yml"
-        path.write_text(yaml.safe_dump(cloud_config))
-        run = subprocess.run([sys.executable, "-m", "cpi.cli", "validate", str(path), "--config", str(config),
-                              "--online", "--json"], capture_output=True, text=True, timeout=120)
-        assert "Traceback" not in run.stderr, run.stderr
-        results[name] = (run.returncode, {f["path"]: f["problem"] for f in json.loads(run.stdout)["findings"]})
-    code, found = results["good"]
+    code, found, _ = validate_online(config, good, tmp_path / "good.yml")
     assert found == {"cpi.json: cloud.properties.vsphere.datacenters[0].persistent_datastore_pattern":
                      "'^NoSuchDS' matches none of the datastores of 'DC0' (LocalDS_0, LocalDS_1)"}, found
-    code, found = results["bad"]
+    code, found, _ = validate_online(config, bad, tmp_path / "bad.yml")
     assert code == 1
     assert found["networks[name=default].subnets[0].cloud_properties.name"] == \
         "network 'no-such-pg' does not exist in datacenter 'DC0'"

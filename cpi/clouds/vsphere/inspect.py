@@ -8,6 +8,7 @@ and so are the datastore clusters."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from cpi.clouds.findings import VM_KINDS, Finding, Item, missing, references
@@ -106,16 +107,26 @@ def _passthrough(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
     against the hosts of its clusters as create_vm would (one request per cluster, one for
     their hosts)."""
     findings = []
-    for item in items:
-        if item.kind not in VM_KINDS or not any(item.properties.get(key) for key in passthrough.KEYS):
+    for item, props in _asking(items, passthrough.KEYS):
+        if not passthrough.asked(props):
             continue
-        try:  # an extension or an AZ has no sizes of its own: only the passthrough keys matter here
-            props = parse(VMCloudProperties, {"cpu": 1, "ram": 1, "disk": 1, **item.properties}, item.path)
-        except CpiError:
-            continue  # the offline check names what is wrong with these cloud_properties
         try:
             placements = cloud.place.clusters(props.datacenters[0].clusters if props.datacenters else None)
             passthrough.check(cloud.session, cloud.place.config.name, [name for name, _ in placements], props)
         except BoshError as exc:  # what create_vm would refuse
             findings.append(Finding(item.path, exc.message))
     return findings
+
+
+def _asking(items: list[Item], keys: tuple[str, ...]) -> Iterator[tuple[Item, VMCloudProperties]]:
+    """The vm_types, extensions and AZs that set any of `keys`, read as create_vm reads its
+    cloud_properties (an extension or an AZ has no sizes of its own: only `keys` matter here);
+    those whose cloud_properties are wrong are left to the offline check, which names why."""
+    for item in items:
+        if item.kind not in VM_KINDS or all(item.properties.get(key) is None for key in keys):
+            continue
+        try:
+            props = parse(VMCloudProperties, {"cpu": 1, "ram": 1, "disk": 1, **item.properties}, item.path)
+        except CpiError:
+            continue
+        yield item, props
