@@ -237,6 +237,94 @@ def test_validate_online_finds_what_the_cloud_config_names_that_is_not_there(vcs
         "vm_type vgpus: no host of cluster DC0_C0 offers vGPU profile 'grid_t4-1q' (its hosts offer none)"
 
 
+def test_validate_online_looks_up_the_nsx_groups_and_pools_as_create_vm_would_and_writes_nothing(
+        vcsim, si, tmp_path):
+    """`cpi validate --online` with NSX: `nsxt`'s groups and server pools through the NSX-T
+    manager (here in migration mode: the Manager API's required, the Policy API's taken where
+    they are), `nsx.lbs`' edges and pools through the NSX-V manager, each missing one named
+    under its key; an `nsxt` or `nsx` cpi.json has no manager for is refused; neither
+    manager is written to."""
+    from tests.vsphere.nsxt_standin import NsxtStandin
+    from tests.vsphere.nsxv_standin import NsxvStandin
+
+    nsxt, nsxv = NsxtStandin(si), NsxvStandin(si)
+    try:
+        for group_id, name in (("ns-web", "web"), ("ns-mgr", "manager only"), ("ns-dyn", "lb members")):
+            nsxt.add_ns_group(group_id, name)
+        nsxt.add_lb_pool("lb-1", "web-pool")
+        nsxt.add_lb_pool("lb-2", "dyn-pool", ns_group="ns-dyn")
+        nsxt.add_group("web-group", "web")  # the Policy API has no 'manager only' yet, nor a pool
+        for name in ("edge-a", "edge-b"):  # the load balancer's edge is on the second page
+            nsxv.add_edge(name)
+        nsxv.add_pool(nsxv.add_edge("lb-edge"), "web-pool")
+        managers = {"nsxt": {"host": nsxt.host, "username": nsxt.username, "password": nsxt.password,
+                             "policy_api_migration_mode": True},
+                    "nsx": {"address": nsxv.address, "user": nsxv.user, "password": nsxv.password}}
+        config = vsphere_target.write_config(tmp_path / "cpi.json", vcsim, **managers)
+        lbs = [{"edge_name": "lb-edge", "pool_name": "web-pool", "security_group": "new-sg", "port": 80}]
+        good = {"vm_types": [{"name": "web", "cloud_properties": {
+                    **VM_TYPE, "nsxt": {"ns_groups": ["web", "manager only"]},
+                    "nsx": {"security_groups": ["not-yet-made"], "lbs": lbs}}}],
+                "vm_extensions": [{"name": "lb", "cloud_properties": {"nsxt": {"lb": {"server_pools": [
+                    {"name": "web-pool", "port": 8080}, {"name": "dyn-pool"}]}}}}]}
+        code, found, _ = validate_online(config, good, tmp_path / "good.yml")
+        assert (code, found) == (0, {}), found
+        asked = {path for _, path in nsxt.seen} | {path for _, path in nsxv.seen}
+        assert {"/api/v1/ns-groups", "/api/v1/loadbalancer/pools", "/policy/api/v1/search/query",
+                "/policy/api/v1/infra/lb-pools", "/api/4.0/edges",
+                "/api/4.0/edges/edge-3/loadbalancer/config/pools"} <= asked, asked
+
+        bad = json.loads(json.dumps(good))
+        bad["vm_types"][0]["cloud_properties"]["nsxt"]["ns_groups"].append("gone")
+        bad["vm_types"][0]["cloud_properties"]["nsx"]["lbs"] += [{**lbs[0], "edge_name": "no-edge"}]
+        bad["vm_types"].append({"name": "api", "cloud_properties": {**VM_TYPE, "nsx": {"lbs": [
+            {**lbs[0], "pool_name": "no-pool"}]}}})
+        bad["vm_extensions"][0]["cloud_properties"]["nsxt"]["lb"]["server_pools"].append({"name": "no-pool"})
+        code, found, said = validate_online(config, bad, tmp_path / "bad.yml")
+        web, lb = "vm_types[name=web].cloud_properties", "vm_extensions[name=lb].cloud_properties"
+        assert (code, found) == (1, {
+            f"{web}.nsxt.ns_groups": f"vm_type nsxt.ns_groups: NSX-T at {nsxt.host} has no NSGroup 'gone'",
+            f"{lb}.nsxt.lb.server_pools": f"vm_type nsxt.lb.server_pools: NSX-T at {nsxt.host} has no server pool "
+                                          "'no-pool'",
+            f"{web}.nsx.lbs": f"vm_type nsx.lbs: NSX-V at {nsxv.address} has no edge 'no-edge'",
+            "vm_types[name=api].cloud_properties.nsx.lbs": f"vm_type nsx.lbs: NSX-V at {nsxv.address} has no load "
+                                                           "balancer pool 'no-pool' on edge 'lb-edge'"}), found
+        assert nsxt.password not in said and nsxv.password not in said
+
+        # without the managers in cpi.json, create_vm would refuse the vm_type before the clone
+        code, found, _ = validate_online(vsphere_target.write_config(tmp_path / "bare.json", vcsim), good,
+                                         tmp_path / "good.yml")
+        assert code == 1 and found[f"{web}.nsxt"].startswith("vm_type cloud_properties 'nsxt' needs the NSX-T "
+                                                             "manager, which cpi.json does not name")
+        assert found[f"{web}.nsx"].startswith("vm_type cloud_properties 'nsx' needs the NSX-V manager")
+        assert found[f"{lb}.nsxt"] == found[f"{web}.nsxt"] and len(found) == 3, found
+        assert nsxt.writes == [] and nsxv.writes() == []  # not a group made, not a member added
+    finally:
+        nsxt.close()
+        nsxv.close()
+
+
+def test_a_write_the_nsx_checks_asked_for_is_withheld_and_fails_the_check():
+    """What makes `validate --online`'s NSX lookups read-only: a write asked for among them
+    is not sent (rest.py withholds it, as under `cpi plan`), and the check fails naming it."""
+    import ssl
+
+    import pytest
+
+    from cpi import plan
+    from cpi.clouds.vsphere import inspect, rest
+    from cpi.errors import CpiError
+
+    nowhere = rest.Client("127.0.0.1:9", peer="the NSX-V manager", ca_key="nsx.ca_cert",
+                          context=ssl.create_default_context(), headers={}, user="admin", secrets=[], budget=1,
+                          connect_timeout=1, read_timeout=1)
+    written = "/api/2.0/services/securitygroup/bulk/globalroot-0"
+    with pytest.raises(CpiError, match=rf"asked to write \(POST {written}\); withheld, nothing was sent"), \
+            inspect._reads_only():
+        assert nowhere.request("POST", written, b"<x/>").planned  # answered here: 127.0.0.1:9 serves nothing
+    assert plan.active is None
+
+
 class Rest:
     """The vSphere Automation REST API of the simulator, as the test's own client."""
 

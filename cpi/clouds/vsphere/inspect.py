@@ -4,19 +4,29 @@ clusters and their resource pools, datastore clusters, storage policies), and th
 cpi.json's clusters and storage policy exist, its datastore patterns match a datastore and
 its datastore cluster patterns a datastore cluster with Storage DRS on. A network is one
 request whatever the number of port groups; the datastores are one request for them all,
-and so are the datastore clusters."""
+and so are the datastore clusters.
+
+The NSX objects a vm_type, extension or AZ names are looked up as create_vm looks them up
+before the clone: `nsxt`'s groups and server pools through the NSX-T manager of cpi.json's
+`nsxt` (nsxt.Nsxt.prepare: the API(s) it chooses, migration mode's leniency included), and
+`nsx.lbs`' edges and pools through the NSX-V manager of cpi.json's `nsx` (nsxv.prepare;
+security groups need none: create_vm makes them). Those lookups run as under `cpi plan`, so
+that rest.py sends their reads and would withhold any write."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
+from cpi import plan
 from cpi.clouds.findings import VM_KINDS, Finding, Item, missing, references
 from cpi.errors import BoshError, CloudError, CpiError
 from cpi.validation import parse
 
-from . import lookups, passthrough, pbm, pods
-from .props import VMCloudProperties
+from . import lookups, nsxt, nsxv, passthrough, pbm, pods
+from .props import NsxtLoadBalancer, NsxtVmProperties, VMCloudProperties
 
 if TYPE_CHECKING:
     from .cloud import VsphereCloud
@@ -60,7 +70,7 @@ def check_cloud_config(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
                 lookups.resource_pool(cloud.session, dc, name, pool)
             except CloudError as exc:
                 findings.append(Finding(path, exc.message))
-    findings += _passthrough(cloud, items)
+    findings += _passthrough(cloud, items) + _nsx(cloud, items)
     policies = [(f"{item.path}.storage_policy", (item.properties.get("storage_policy") or {}).get("name"))
                 for item in items if item.kind in VM_KINDS and isinstance(item.properties.get("storage_policy"), dict)]
     policies.append(("cpi.json: cloud.properties.vsphere.vm_storage_policy_name",
@@ -130,3 +140,69 @@ def _asking(items: list[Item], keys: tuple[str, ...]) -> Iterator[tuple[Item, VM
         except CpiError:
             continue
         yield item, props
+
+
+def _nsx(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
+    """What create_vm's NSX lookups would refuse of each vm_type, extension or AZ: the NSX-T
+    groups and server pools of its `nsxt`, the NSX-V edges and pools of its `nsx.lbs`, or an
+    `nsxt`/`nsx` cpi.json names no manager for."""
+    asking = list(_asking(items, ("nsxt", "nsx")))
+    if not asking:
+        return []
+    properties, session = cloud.properties, cloud.session  # the vCenter's login: before the plan withholds writes
+    findings: list[Finding] = []
+    with _reads_only():
+        manager = nsxt.for_vms(session, properties) if any(props.nsxt for _, props in asking) else None
+        for item, props in asking:
+            if props.nsxt is not None:
+                findings += _nsxt(manager, properties, f"{item.path}.nsxt", props.nsxt)
+            if props.nsx is not None:
+                where = f"{item.path}.nsx" + (".lbs" if properties.nsx is not None and props.nsx.lbs else "")
+                findings += _refused(where, functools.partial(nsxv.prepare, properties, props.nsx, None))
+    return findings
+
+
+def _nsxt(manager: nsxt.Nsxt | None, properties: Any, path: str, asked: NsxtVmProperties) -> list[Finding]:
+    """`asked`'s groups and its server pools, each looked up apart (so that both are
+    checked, each under its key) as nsxt.Nsxt.prepare looks them up for create_vm."""
+    refused = nsxt.refusal(properties)
+    if refused:
+        return [Finding(path, refused)]
+    assert manager is not None  # cpi.json names the manager
+    findings: list[Finding] = []
+    if asked.ns_groups:
+        findings += _refused(f"{path}.ns_groups", lambda: manager.prepare(NsxtVmProperties(ns_groups=asked.ns_groups)))
+    if asked.lb and asked.lb.server_pools:
+        pools = NsxtVmProperties(lb=NsxtLoadBalancer(server_pools=asked.lb.server_pools))
+        findings += _refused(f"{path}.lb.server_pools", lambda: manager.prepare(pools))
+    return findings
+
+
+def _refused(path: str, look: Callable[[], object]) -> list[Finding]:
+    """A finding at `path` for what create_vm's lookup `look` refuses; a failure worth asking
+    again for (the manager unreachable, busy) ends the check, as the vCenter's do."""
+    try:
+        look()
+    except CloudError as exc:
+        if exc.ok_to_retry:
+            raise
+        return [Finding(path, exc.message)]
+    return []
+
+
+@contextmanager
+def _reads_only() -> Iterator[None]:
+    """Run the NSX lookups as under `cpi plan` (cpi.plan): rest.py sends their reads and
+    withholds any write, which the plan then lists. They ask none; should one ever be asked,
+    it was not sent, and the check fails naming it."""
+    if plan.active is not None:  # a plan withholds the writes already
+        yield
+        return
+    watching = plan.begin()
+    try:
+        yield
+    finally:
+        plan.end()
+    if watching.mutations:
+        asked = ", ".join(str(step.get("request") or step.get("action")) for step in watching.mutations)
+        raise CpiError(f"cpi validate --online: the NSX checks asked to write ({asked}); withheld, nothing was sent")
