@@ -14,6 +14,10 @@ import pytest
 
 from tests.faults.proxy import FaultProxy
 
+CINDER_REFUSES_DELETE = ("Invalid volume: Volume status must be available or error or error_restoring or "
+                         "error_extending or error_managing and must not be migrating, attached, belong to a group, "
+                         "have snapshots, awaiting a transfer, or be disassociated from snapshots after volume "
+                         "transfer.")
 NOVA_REFUSES_DETACH = ("Invalid volume: Unable to detach volume. Volume status must be 'in-use' and "
                        "attach_status must be 'attached' to detach.")
 
@@ -170,6 +174,17 @@ def test_requests_whose_answer_was_lost_are_neither_failed_nor_repeated(cloud, c
         assert response.error is None and "waiting for that detach to finish" in response.log, response.log
         assert cloud.disk_attached_to(disk_cid) == vm_cid
         cpi("detach_disk", vm_cid, disk_cid)
+
+        # a delete whose answer was lost, sent again while Cinder is still deleting: Cinder's
+        # refusal names every reason it may have (snapshots among them), so the volume's own
+        # state says whether it is the earlier attempt's doing (a storm in CI once failed here)
+        deletes = rf"/volumes/{disk_cid}$"
+        cinder_proxy.inject(deletes, "lost", method="DELETE")
+        cinder_proxy.inject(deletes, "error", method="DELETE", status=400, code=CINDER_REFUSES_DELETE)
+        response = cpi.call("delete_disk", disk_cid)
+        assert response.error is None, response.error
+        assert cinder_proxy.count(deletes, method="DELETE", status=400) >= 1 and client.volume(disk_cid) is None
+        disk_cid = None
     finally:
         cpi("delete_vm", vm_cid)
         if disk_cid:

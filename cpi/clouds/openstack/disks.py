@@ -131,15 +131,19 @@ class Disks:
         def busy(exc: errors.ApiError) -> bool:
             if exc.status != 400:
                 return False
-            if exc.mentions("snapshot"):
-                snapshots = self.api.get(SERVICE, f"/snapshots?volume_id={_quote(disk_cid)}")["snapshots"]
-                return any(s.get("status") == "deleting" for s in snapshots)
+            # the volume's own state first: Cinder's refusal names every reason it may have
+            # (snapshots among them) whatever the reason is
             volume = self.volume(disk_cid)
             seen["status"] = None if volume is None else volume.get("status")
             # gone by now: the 400 was answered while an earlier attempt (whose answer was
             # lost) was deleting it; sending again gets the 404 that means done
-            return volume is None or volume.get("status") in ("detaching", "deleting", "deleted", "creating",
-                                                              "attaching")
+            if volume is None or volume.get("status") in ("detaching", "deleting", "deleted", "creating",
+                                                          "attaching"):
+                return True
+            if exc.mentions("snapshot"):
+                snapshots = self.api.get(SERVICE, f"/snapshots?volume_id={_quote(disk_cid)}")["snapshots"]
+                return any(s.get("status") == "deleting" for s in snapshots)
+            return False
 
         seen: dict[str, Any] = {}
         try:
