@@ -81,13 +81,14 @@ class Nsxt:
 
     def _manager_lookups(self, names: list[str], pools: list[tuple[str, int | None]]) -> dict[str, str]:
         assert self.manager is not None
+        listed = self.manager.pools() if pools else []
         if pools:
-            there = {pool.get("display_name") for pool in self.manager.pools()}
+            there = {pool.get("display_name") for pool in listed}
             missing = [name for name, _ in pools if name not in there]
             if missing:
                 raise CloudError(f"vm_type nsxt.lb.server_pools: NSX-T at {self.config.host} has no server pool "
                                  f"{', '.join(repr(m) for m in missing)}")
-        wanted = names + [name for name in self.manager.pool_groups(pools) if name not in names]
+        wanted = names + [name for name in self.manager.pool_groups(listed, pools) if name not in names]
         return self.manager.ns_groups(wanted) if wanted else {}
 
     def _policy_lookups(self, names: list[str], pools: list[tuple[str, int | None]]

@@ -58,11 +58,13 @@ class ManagerApi:
     def pools(self) -> list[dict[str, Any]]:
         return self.client.pages(f"{API}/loadbalancer/pools")
 
-    def pool_groups(self, server_pools: list[tuple[str, int | None]]) -> list[str]:
-        """The names of the NSGroups whose members make the dynamic pools among `server_pools`."""
+    @staticmethod
+    def pool_groups(listed: list[dict[str, Any]], server_pools: list[tuple[str, int | None]]) -> list[str]:
+        """The names of the NSGroups whose members make the dynamic pools among `server_pools`
+        (of the pools `listed`)."""
         named = {name for name, _ in server_pools}
         found = {((pool.get("member_group") or {}).get("grouping_object") or {}).get("target_display_name")
-                 for pool in self.pools() if pool.get("display_name") in named and pool.get("member_group")}
+                 for pool in listed if pool.get("display_name") in named and pool.get("member_group")}
         return sorted(str(name) for name in found if name)
 
     def logical_ports(self, vm_cid: str, wait: float = DISCOVERY_SECONDS) -> list[dict[str, Any]]:

@@ -110,19 +110,22 @@ class Policy:
                 self.client.changed(f"{API}/infra/domains/{DOMAIN}/groups/{group_id}",
                                     lambda group: remove_member(group, external_id))
 
-    def pool_groups(self, server_pools: list[tuple[str, int | None]]) -> list[str]:
-        """The ids of the groups whose members make the dynamic pools among `server_pools`."""
+    @staticmethod
+    def pool_groups(listed: list[dict[str, Any]], server_pools: list[tuple[str, int | None]]) -> list[str]:
+        """The ids of the groups whose members make the dynamic pools among `server_pools` (of
+        the pools `listed`)."""
         named = {name for name, _ in server_pools}
-        return sorted({pool["member_group"]["group_path"].rsplit("/", 1)[-1] for pool in self.pools()
+        return sorted({pool["member_group"]["group_path"].rsplit("/", 1)[-1] for pool in listed
                        if pool.get("display_name") in named and (pool.get("member_group") or {}).get("group_path")})
 
     def join_pools(self, vm_cid: str, ip: str, server_pools: list[tuple[str, int | None]]) -> None:
         """Add the VM to each named pool: a static pool gets a member named `vm_cid` (its `ip`,
         on the port); a dynamic one (whose members are a group's) gets the VM in that group."""
+        listed = self.pools()
         by_name: dict[str, list[dict[str, Any]]] = {}
-        for pool in self.pools():
+        for pool in listed:
             by_name.setdefault(pool.get("display_name") or "", []).append(pool)
-        dynamic = self.pool_groups(server_pools)
+        dynamic = self.pool_groups(listed, server_pools)
         if dynamic:
             self.join_groups(vm_cid, dynamic)
         for name, port in server_pools:
