@@ -129,6 +129,13 @@ def test_policy_api_the_vm_joins_groups_and_pools_tags_its_ports_and_leaves_when
         [port] = nsx.segment_ports_of(vm)
         assert ("bosh/name", "router/1") in [(t["scope"], t["tag"]) for t in port["tags"]] and len(port["tags"]) == 3
         assert len(nsx.vm_tags[external_id]) == 3
+        # `cpi plan set_vm_metadata` finds the port as the call would, and lists its tagging unsent
+        writes = len(nsx.writes)
+        document = plan(cpi.config_path, "set_vm_metadata", vm_cid, {**METADATA, "name": "router/2"})
+        [port] = nsx.segment_ports_of(vm)
+        assert len(nsx.writes) == writes and ("bosh/name", "router/1") in [(t["scope"], t["tag"]) for t in port["tags"]]
+        assert ("update", "nsxt_segment_port", port["id"]) in {
+            (s["action"], s["resource_type"], s["resource_id"]) for s in document["steps"] if s["step"] == "mutation"}
 
         # `cpi plan delete_vm` reads NSX but changes nothing there, and lists the changes
         writes = len(nsx.writes)

@@ -22,7 +22,7 @@ from cpi import waits
 from cpi.errors import CloudError
 
 from .client import Client
-from .policy import DISCOVERY_SCHEDULE, DISCOVERY_SECONDS
+from .policy import DISCOVERY_SECONDS, discovered
 from .tags import bosh_tags
 
 log = logging.getLogger("cpi.clouds.vsphere")
@@ -88,10 +88,7 @@ class ManagerApi:
                 return waits.Check(False, f"{len(ports)} of {len(vifs)} logical ports", ports)
             return waits.Check(True, f"{len(ports)} logical ports", ports)
 
-        if not wait:
-            return look().value or []
-        return waits.until(look, what=f"NSX-T at {self.host} to show the logical ports of VM {vm_cid}",
-                           timeout=wait, schedule=DISCOVERY_SCHEDULE, check_first=True, log=log) or []
+        return discovered(look, what=f"NSX-T at {self.host} to show the logical ports of VM {vm_cid}", wait=wait) or []
 
     # ------------------------------------------------------------ changes
 

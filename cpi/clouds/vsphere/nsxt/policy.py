@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import logging
 import urllib.parse
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from cpi import waits
 from cpi.errors import CloudError
@@ -29,6 +30,7 @@ from .client import Client
 from .tags import bosh_tags
 
 log = logging.getLogger("cpi.clouds.vsphere")
+T = TypeVar("T")
 
 API = "/policy/api/v1"
 DOMAIN = "default"
@@ -38,6 +40,15 @@ MAX_IDS = 500
 #: eventually consistent), and how often it is asked meanwhile
 DISCOVERY_SECONDS = 60
 DISCOVERY_SCHEDULE = waits.Schedule(first=0.5, factor=1.5, cap=5.0)
+
+
+def discovered(look: Callable[[], waits.Check[T]], *, what: str, wait: float) -> T | None:
+    """What `look` finds: at once when NSX has it already (so `cpi plan`, which waits for
+    nothing, sees it too), else, with `wait`, once it has (WaitTimeout after `wait` seconds)."""
+    first = look()
+    if first.done or not wait:
+        return first.value
+    return waits.until(look, what=what, timeout=wait, schedule=DISCOVERY_SCHEDULE, log=log)
 
 
 class Policy:
@@ -83,10 +94,7 @@ class Policy:
             return waits.Check(bool(found), "seen" if found else "not in NSX's inventory yet",
                                found[0].get("external_id") if found else None)
 
-        if not wait:
-            return look().value
-        return waits.until(look, what=f"NSX-T at {self.host} to see VM {vm_cid}", timeout=wait,
-                           schedule=DISCOVERY_SCHEDULE, check_first=True, log=log)
+        return discovered(look, what=f"NSX-T at {self.host} to see VM {vm_cid}", wait=wait)
 
     # ------------------------------------------------------------ changes
 
@@ -166,9 +174,8 @@ class Policy:
                 path = found[0].get("path") if found else None
                 return waits.Check(bool(path), "found" if path else "not realized yet", path)
 
-            port = look().value if not wait else waits.until(
-                look, what=f"NSX-T at {self.host} to show the segment port of {vm_cid}'s NIC {attachment}",
-                timeout=wait, schedule=DISCOVERY_SCHEDULE, check_first=True, log=log)
+            port = discovered(look, what=f"NSX-T at {self.host} to show the segment port of {vm_cid}'s NIC "
+                              f"{attachment}", wait=wait)
             if port is None:
                 continue
             self.client.changed(API + port, lambda current: bosh_tags(current, metadata), method="PATCH")
