@@ -42,8 +42,8 @@ def main() -> None:
     server = vcsim_server.server()
     workdir = Path(tempfile.mkdtemp(prefix="bench-vsphere-"))
     try:
-        target = vsphere_target.VsphereTarget(vsphere_target.write_config(workdir / "cpi.json", server), server,
-                                              workdir)
+        target = vsphere_target.VsphereTarget(vsphere_target.write_config(workdir / "cpi.json", server),
+                                              vsphere_target.Site.simulator(server), workdir)
         cpi = Cpi(target.config_path)
         stemcell = cpi("create_stemcell", *target.stemcell_args())
         current = session.get(vsphere_properties(server))

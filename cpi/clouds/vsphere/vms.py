@@ -38,8 +38,6 @@ from . import (
     ip_conflicts,
     lookups,
     metadata,
-    nsxt,
-    nsxv,
     passthrough,
     pbm,
     tasks,
@@ -50,6 +48,7 @@ from .props import VMCloudProperties
 from .stemcells import StemcellMissing, Stemcells
 
 if TYPE_CHECKING:
+    from . import nsxt
     from .session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
@@ -90,6 +89,8 @@ class Vms:
 
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         if props.nsxt:
+            from . import nsxt
+
             refused = nsxt.refusal(self.properties)
             if refused:
                 raise VMCreationFailed(refused, ok_to_retry=False)
@@ -103,7 +104,11 @@ class Vms:
         vm_cid = self._name(env)
         tag_ids = self._tags(props)
         joins = self._nsxt_joins(props)
-        nsxv_joining = nsxv.prepare(self.properties, props.nsx, env)
+        nsxv_joining = None
+        if self.properties.nsx is not None or props.nsx is not None:  # NSX's clients load only when named
+            from . import nsxv
+
+            nsxv_joining = nsxv.prepare(self.properties, props.nsx, env)
         policy = self._policy(props)
         if self.properties.ensure_no_ip_conflicts:
             ip_conflicts.check(self.session, self.place, nets)
@@ -176,9 +181,17 @@ class Vms:
         looked up before anything is made: a group or pool that is not there refuses create_vm."""
         if not props.nsxt:
             return None
-        manager = nsxt.for_vms(self.session, self.properties)
+        manager = self._nsxt()
         assert manager is not None  # nsxt.refusal let it through: cpi.json names the manager
         return manager.prepare(props.nsxt)
+
+    def _nsxt(self) -> nsxt.Nsxt | None:
+        """cpi.json's NSX-T manager; None, with NSX's clients not even loaded, without one."""
+        if self.properties.nsxt is None:
+            return None
+        from . import nsxt
+
+        return nsxt.for_vms(self.session, self.properties)
 
     def _name(self, env: dict) -> str:
         """`vm-<uuid>`, or with `enable_human_readable_name` `<instance group>_<deployment>_<12
@@ -420,7 +433,7 @@ class Vms:
         files with the VM), destroy, and remove the VM's directory (the env ISO)."""
         from pyVmomi import vim
 
-        manager = nsxt.for_vms(self.session, self.properties)
+        manager = self._nsxt()
         if manager is not None:  # while NSX still sees the VM: its groups are found by its NSX id
             manager.leave(vm_cid)
         try:
@@ -460,7 +473,7 @@ class Vms:
     def set_metadata(self, vm_cid: str, values: dict[str, str]) -> None:
         vm = self.require(vm_cid)
         metadata.set_values(self.session, vm, values)
-        manager = nsxt.for_vms(self.session, self.properties)
+        manager = self._nsxt()
         if manager is not None:  # the VM's NSX ports carry them too, for NSX's firewall rules
             manager.tag(vm, vm_cid, values)
 
