@@ -41,6 +41,25 @@ def policies(vcsim):
             ref = pbm.ServerObjectRef(objectType=object_type, key=key)
             return [p.uniqueId for p in self.manager.QueryAssociatedProfile(entity=ref)]
 
+        def create(self, name: str, description: str) -> str:
+            """A policy with one tag-based placement rule, as the vSphere client makes them."""
+            tagged = pbm.capability.PropertyInstance(id="com.vmware.storage.tag.cpi-test.property",
+                                                     value=pbm.capability.types.DiscreteSet(values=["cpi-test"]))
+            rule = pbm.capability.CapabilityInstance(
+                id=pbm.capability.CapabilityMetadata.UniqueId(namespace="http://www.vmware.com/storage/tag",
+                                                              id="cpi-test"),
+                constraint=[pbm.capability.ConstraintInstance(propertyInstance=[tagged])])
+            spec = pbm.profile.CapabilityBasedProfileCreateSpec(
+                name=name, description=description, category="REQUIREMENT",
+                resourceType=pbm.profile.ResourceType(resourceType="STORAGE"),
+                constraints=pbm.profile.SubProfileCapabilityConstraints(subProfiles=[
+                    pbm.profile.SubProfileCapabilityConstraints.SubProfile(name="Tag based placement",
+                                                                           capability=[rule])]))
+            return self.manager.Create(createSpec=spec).uniqueId
+
+        def delete(self, profile_id: str) -> None:
+            self.manager.Delete(profileId=[pbm.profile.ProfileId(uniqueId=profile_id)])
+
     yield Policies()
     Disconnect(si)
 
@@ -102,3 +121,35 @@ def test_a_policy_the_vcenter_lacks_refuses_create_vm_with_nothing_made(where, c
     assert response.error["message"].startswith(f"{key}: the vCenter has no storage policy 'gold' (it has ")
     assert f"'{POLICY}'" in response.error["message"]
     assert vm_names(si) == before
+
+
+def test_the_vm_and_its_disks_go_only_on_datastores_the_policy_allows(cloud, si, policies):
+    """The placement solver's answer bounds where the VM goes: a policy only LocalDS_1
+    satisfies (tests/vsphere/vcsim/patch.py: the simulator's solver keeps to a policy's
+    `vcsim-datastores:` list) puts every VM and its ephemeral disk there, though LocalDS_0
+    matches datastore_pattern too; a policy no datastore satisfies refuses create_vm."""
+    only_one = policies.create("cpi-test only LocalDS_1", "vcsim-datastores: LocalDS_1")
+    nowhere = policies.create("cpi-test nowhere", "vcsim-datastores:")
+    cpi = cloud.cpi()
+    made = []
+    try:
+        for index in range(4):  # with both datastores open, each VM would have an even chance of LocalDS_0
+            made.append(cpi("create_vm", f"agent-one-{index}", cloud.stemcell,
+                            {**VM_TYPE, "storage_policy": {"name": "cpi-test only LocalDS_1"}},
+                            network(f"10.0.0.{70 + index}"), [], {})[0])
+        for vm_cid in made:
+            vm = vm_of(si, vm_cid)
+            assert {d.name for d in vm.datastore} == {"LocalDS_1"}, vm_cid
+            assert_policy(policies, vm, only_one)
+        before = vm_names(si)
+        refused = cpi.call("create_vm", "agent-nowhere", cloud.stemcell,
+                           {**VM_TYPE, "storage_policy": {"name": "cpi-test nowhere"}}, network("10.0.0.79"), [], {})
+        assert refused.error is not None and refused.error["type"] == "Bosh::Clouds::VMCreationFailed"
+        assert "no datastore of the datacenter satisfies storage policy 'cpi-test nowhere'" in \
+            refused.error["message"]
+        assert vm_names(si) == before
+    finally:
+        for vm_cid in made:
+            cpi("delete_vm", vm_cid)
+        policies.delete(only_one)
+        policies.delete(nowhere)

@@ -106,6 +106,27 @@ EDITS: list[tuple[str, str, str, str]] = [
      "\t\t\tdevice.DeviceInfo.GetDescription().Summary = \"\" // regenerate summary\n",
      "\t\t\tcpiRegenerateSummary(device)\n",
      "an edit of a device given without deviceInfo (a SCSI controller of another class) panicked the server"),
+    ("../pbm/simulator/simulator.go",
+     "\t\t// TODO: filter\n\t\tref := ds.Reference()\n",
+     ("\t\tref := ds.Reference()\n"
+      "\t\tvar hubs, descriptions []string\n"
+      "\t\tfor _, hub := range req.HubsToSearch {\n"
+      "\t\t\thubs = append(hubs, hub.HubId)\n"
+      "\t\t}\n"
+      "\t\tfor _, asked := range req.PlacementSubjectRequirement {\n"
+      "\t\t\tif wanted, ok := asked.(*types.PbmPlacementCapabilityProfileRequirement); ok {\n"
+      "\t\t\t\tfor _, profile := range profiles {\n"
+      "\t\t\t\t\tif profile.GetPbmProfile().ProfileId.UniqueId == wanted.ProfileId.UniqueId {\n"
+      "\t\t\t\t\t\tdescriptions = append(descriptions, profile.GetPbmProfile().Description)\n"
+      "\t\t\t\t\t}\n"
+      "\t\t\t\t}\n"
+      "\t\t\t}\n"
+      "\t\t}\n"
+      "\t\tif !simulator.CpiPlacementAllows(hubs, descriptions, ref.Value, ds.Entity().Name) {\n"
+      "\t\t\tcontinue\n"
+      "\t\t}\n"),
+     ("the placement solver found every datastore compatible with every policy, whatever hubs it was asked about "
+      "(see CpiPlacementAllows)")),
 ]
 
 

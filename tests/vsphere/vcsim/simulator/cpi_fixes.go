@@ -9,6 +9,7 @@ package simulator
 import (
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/vmware/govmomi/vim25/methods"
@@ -320,4 +321,38 @@ func cpiRegenerateSummary(device *types.VirtualDevice) {
 	if device.DeviceInfo != nil {
 		device.DeviceInfo.GetDescription().Summary = ""
 	}
+}
+
+// CpiPlacementAllows is whether the storage policy service's placement solver
+// (PbmCheckRequirements) answers the datastore `hub` (named `name`) as compatible with the
+// policies of `descriptions`. As vSphere's, it answers only about the hubs it was asked
+// about (`hubs`, when any). 0.24's found every datastore compatible with every policy, so
+// that a CPI placing disks on a datastore the policy excludes passed every test: a policy
+// whose description reads `vcsim-datastores: A, B` is compatible with the datastores named
+// A and B only (none, for `vcsim-datastores:` with no name), as a tag-based policy is with
+// the datastores that carry its tag. Every other policy keeps 0.24's answer.
+func CpiPlacementAllows(hubs []string, descriptions []string, hub string, name string) bool {
+	if len(hubs) > 0 {
+		asked := false
+		for _, h := range hubs {
+			asked = asked || h == hub
+		}
+		if !asked {
+			return false
+		}
+	}
+	for _, description := range descriptions {
+		if !strings.HasPrefix(description, "vcsim-datastores:") {
+			continue
+		}
+		listed := strings.TrimPrefix(description, "vcsim-datastores:")
+		found := false
+		for _, allowed := range strings.Split(listed, ",") {
+			found = found || strings.TrimSpace(allowed) == name
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
