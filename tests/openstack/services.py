@@ -22,9 +22,7 @@ test's timeout (600 s) and printed nothing until it ended. So:
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,12 +82,8 @@ def ensure(show: Callable[[str], None] | None = None) -> Outcome:
     global _outcome
     if _outcome is None:
         reason = cannot_run_here()
-        _outcome = Outcome(False, reason) if reason else _run(show or _to_stderr)
+        _outcome = Outcome(False, reason) if reason else _run(show or progress.to_stderr)
     return _outcome
-
-
-def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def _run(show: Callable[[str], None]) -> Outcome:
@@ -148,17 +142,10 @@ def pytest_collection_finish(session) -> None:
         return
     if not any(needs_services(item) for item in session.items):
         return
-    reporter = config.pluginmanager.getplugin("terminalreporter")
-    capture = config.pluginmanager.getplugin("capturemanager")
 
-    def show(line: str) -> None:
-        if reporter is not None:
-            reporter.write_line(line)
-        else:
-            _to_stderr(line)
-
-    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-        show("")
+    def work(show) -> None:
         result = ensure(show)
         if not result.ok:
             show(f"OpenStack tests will skip: {result.reason.splitlines()[0]}")
+
+    progress.on_terminal(config, work)

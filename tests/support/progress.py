@@ -8,9 +8,11 @@ started (apt-get runs dpkg, go build runs the compiler), not left behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -82,3 +84,18 @@ def stop_group(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def on_terminal(config, work: Callable[[Callable[[str], None]], None]) -> None:
+    """Run a set-up step before the first test (`work(show)`), outside every test's timeout,
+    with each line it shows written to pytest's terminal as it comes, past the capture."""
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    capture = config.pluginmanager.getplugin("capturemanager")
+    show = reporter.write_line if reporter is not None else to_stderr
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        show("")
+        work(show)

@@ -27,7 +27,6 @@ import secrets
 import shutil
 import ssl
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -80,16 +79,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or f"/var/tmp/cpi-vcsim-{os.geteuid()}")
 
 
-def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def prepare(show=None) -> Outcome:
     """Install and build once per session (or return how that went); `show` receives each
     progress line as it comes."""
     global _outcome
     if _outcome is None:
-        _outcome = _prepare(show or _to_stderr)
+        _outcome = _prepare(show or progress.to_stderr)
     return _outcome
 
 
@@ -394,18 +389,11 @@ def pytest_collection_finish(session) -> None:
         return
     if not any(needs_vcsim(item) for item in session.items):
         return
-    reporter = config.pluginmanager.getplugin("terminalreporter")
-    capture = config.pluginmanager.getplugin("capturemanager")
 
-    def show(line: str) -> None:
-        if reporter is not None:
-            reporter.write_line(line)
-        else:
-            _to_stderr(line)
-
-    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-        show("")
+    def work(show) -> None:
         result = prepare(show)
         if not result.ok:
             verb = "fail" if result.required else "skip"
             show(f"the vSphere tests will {verb}: {result.reason.splitlines()[0]}")
+
+    progress.on_terminal(config, work)
