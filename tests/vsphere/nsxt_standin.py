@@ -26,8 +26,9 @@ Manager API (/api/v1):
 - GET /loadbalancer/pools; POST /loadbalancer/pools/<id>?action=ADD_MEMBERS|REMOVE_MEMBERS
 
 Basic authentication with the user and password it is made with; anything else is 403.
-`conflicts` makes that many writes meet a newer revision first (another writer), and `seen`
-lists the requests.
+`conflicts` makes that many writes meet a newer revision first (another writer), `throttled`
+that many writes refused with 429 first; `seen` lists the requests and `overwrites` those
+sent with X-Allow-Overwrite.
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ class NsxtStandin:
         self.ip_blocks: dict[str, ipaddress.IPv4Network] = {}
         self.subnets: dict[str, dict[str, Any]] = {}
         self.made = 0
-        self.zones = {"tz-overlay"}
+        self.zones = {"tz-overlay", "tz-full"}
         self.seen: list[tuple[str, str]] = []
         self.conflicts = 0
+        self.throttled = 0  # that many writes are refused first with 429 (NSX's API rate limit)
+        self.overwrites: list[str] = []  # the paths of the requests sent with X-Allow-Overwrite
         self.lock = threading.Lock()
         self.server = Server(self._serve)
         self.host = self.server.address
@@ -145,6 +148,12 @@ class NsxtStandin:
             return
         body = json.loads(handler.rfile.read(int(handler.headers.get("Content-Length") or 0)) or b"null")
         query = dict(urllib.parse.parse_qsl(parts.query))
+        if handler.headers.get("X-Allow-Overwrite"):
+            self.overwrites.append(parts.path)
+        if method != "GET" and self.throttled > 0:
+            self.throttled -= 1
+            self._answer(handler, 429, {"error_message": "Client has exceeded the API rate limit", "error_code": 102})
+            return
         with self.lock:
             self._realize_all()  # NSX keeps its inventory in step with the vCenter
             if parts.path.startswith(POLICY):
@@ -270,6 +279,8 @@ class NsxtStandin:
                   "logical-switches": ("ls", self.switches), "logical-ports": ("lp", self.switch_ports)}
         if parts[0] == "pools":
             if method == "POST":
+                if body.get("block_id") not in self.ip_blocks:
+                    return 404, {"error_message": f"IpBlock/{body.get('block_id')} not found", "error_code": 600}
                 block = self.ip_blocks[body["block_id"]]
                 size = int(body["size"])
                 taken = {ipaddress.ip_network(sub["cidr"]) for sub in self.subnets.values()}
@@ -281,6 +292,9 @@ class NsxtStandin:
         kind, store = stores[parts[0]]
         if method == "POST" and parts[0] == "logical-switches" and body.get("transport_zone_id") not in self.zones:
             return 400, {"error_message": f"transport zone {body.get('transport_zone_id')} not found"}
+        if method == "POST" and parts[0] == "logical-ports" and \
+                self.switches.get(body.get("logical_switch_id"), {}).get("transport_zone_id") == "tz-full":
+            return 400, {"error_message": "the transport zone has no port left"}  # a failure after the switch
         if method == "POST":
             status, made = self._new(kind, store, body)
             for key in ("linked_logical_router_port_id", "linked_logical_switch_port_id"):

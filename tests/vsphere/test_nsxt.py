@@ -119,6 +119,7 @@ def test_policy_api_the_vm_joins_groups_and_pools_tags_its_ports_and_leaves_when
         assert nsx.members("dyn-group") == [external_id] and nsx.pools["pool-2"]["members"] == []
         assert nsx.conflicts == 0 and "changed meanwhile" in made.log
         assert not [seen for seen in nsx.writes if seen[1].startswith("/api/")], "the Manager API was written"
+        assert nsx.overwrites == []  # never with the Policy API, as the official CPI's Policy client
 
         # the director's metadata lands on the VM's segment port, the instance id hashed, and on its NSX record
         cpi("set_vm_metadata", vm_cid, METADATA)
@@ -158,6 +159,7 @@ def test_manager_api_the_vm_s_ports_join_nsgroups_get_their_vif_type_and_tag_and
         cloud, si, nsx, segment):
     cpi = cloud.cpi(**nsxt_config(nsx, use_policy_api=False, default_vif_type="CHILD"))
     nsx.conflicts = 2  # two member actions meet a concurrent change first: made again
+    nsx.throttled = 1  # and one write NSX's rate limit refuses (429): sent again, not failed
     asked = {"ns_groups": ["web"], "vif_type": "PARENT",
              "lb": {"server_pools": [{"name": "web-pool", "port": 80}, {"name": "dyn-pool"}]}}
     made = cpi.call("create_vm", "agent-nsx-m", cloud.stemcell, {**VM_TYPE, "nsxt": asked}, on(segment, "10.0.0.62"),
@@ -175,14 +177,24 @@ def test_manager_api_the_vm_s_ports_join_nsgroups_get_their_vif_type_and_tag_and
         assert nsx.lb_pools["lb-1"]["members"] == [{"display_name": vm_cid, "ip_address": "10.0.0.62", "port": "80"}]
         assert nsx.lb_pools["lb-2"]["members"] == []
         assert port["attachment"]["context"] == {"resource_type": "VifAttachmentContext", "vif_type": "PARENT"}
-        assert nsx.conflicts == 0
+        assert nsx.conflicts == 0 and nsx.throttled == 0
         assert not [seen for seen in nsx.writes if seen[1].startswith("/policy/")], "the Policy API was written"
+        assert nsx.overwrites and all(path.startswith("/api/v1/") for path in nsx.overwrites)
 
         # the Manager API's ports carry the instance id only, as the official CPI tags them
         cpi("set_vm_metadata", vm_cid, METADATA)
         [port] = nsx.ports_of(vm)
         assert port["tags"] == [{"scope": "bosh/id", "tag": sha1(METADATA["id"])}]
         assert nsx.vm_tags == {}  # tag_nsx_vm_objects is off
+
+        # a VM whose vm_type says nothing of NSX gets default_vif_type on its ports all the same
+        plain = cpi("create_vm", "agent-nsx-plain", cloud.stemcell, VM_TYPE, on(segment, "10.0.0.63"), [], {})[0]
+        try:
+            [other] = nsx.ports_of(vm_of(si, plain))
+            assert other["attachment"]["context"]["vif_type"] == "CHILD"
+            assert nsx.ns_members("ns-web") == [port["id"]]
+        finally:
+            cpi("delete_vm", plain)
     finally:
         cpi("delete_vm", vm_cid)
     assert nsx.ns_members("ns-web") == [] and nsx.ns_members("ns-dyn") == []
@@ -228,10 +240,15 @@ def test_migration_mode_adds_through_both_apis_and_a_dynamic_network_s_address_i
         member = {"display_name": vm_cid, "ip_address": "10.0.0.77", "port": "443"}
         assert nsx.lb_pools["lb-1"]["members"] == [member] and nsx.pools["pool-1"]["members"] == [member]
         assert "report its address through VMware Tools" in made.log
+        # members an older official CPI added unnamed are the VM's when at its address
+        nsx.lb_pools["lb-1"]["members"] += [{"ip_address": "10.0.0.77", "port": "80"},
+                                            {"ip_address": "10.0.0.78", "port": "80"}]
+        nsx.pools["pool-1"]["members"].append({"ip_address": "10.0.0.77", "port": "80"})
     finally:
         cpi("delete_vm", vm_cid)
     assert nsx.ns_members("ns-web") == [] and nsx.ns_members("ns-mgr") == [] and nsx.members("web-group") == []
-    assert nsx.lb_pools["lb-1"]["members"] == [] and nsx.pools["pool-1"]["members"] == []
+    assert nsx.lb_pools["lb-1"]["members"] == [{"ip_address": "10.0.0.78", "port": "80"}]
+    assert nsx.pools["pool-1"]["members"] == []
 
 
 @pytest.mark.parametrize(("case", "vm_type_nsxt", "overrides", "message"), [

@@ -98,6 +98,9 @@ def test_a_network_with_its_range_is_not_deleted_while_a_vm_is_on_it(nsx, tmp_pa
     ({"cloud_properties": {**PROPS, "t0_router_id": "t0-no-edge"}}, {}, "CloudError", "has no edge cluster"),
     ({"cloud_properties": {**PROPS, "transport_zone_id": "tz-gone"}}, {}, "CloudError",
      "transport zone tz-gone not found"),
+    ({"cloud_properties": {**PROPS, "transport_zone_id": "tz-full"}}, {}, "CloudError",
+     "the transport zone has no port left"),  # after the switch: all undone
+    ({"cloud_properties": {**PROPS, "ip_block_id": "block-gone"}}, {}, "CloudError", "IpBlock/block-gone not found"),
     ({"cloud_properties": {**PROPS, "ip_block_id": None}}, {}, "CloudError", "need ip_block_id"),
     ({"gateway": "10.0.0.1", "cloud_properties": PROPS}, {}, "CloudError", "give no gateway"),
     ({"cloud_properties": PROPS}, {"use_policy_api": True}, "NotSupported", "not supported through NSX-T's Policy"),

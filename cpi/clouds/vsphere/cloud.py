@@ -152,7 +152,7 @@ class VsphereCloud(Cloud):
     def _networks(self, method: str):
         from cpi.errors import NotSupported
 
-        from .nsxt import client
+        from .nsxt.client import client_for
         from .nsxt.networks import Networks
 
         if self.properties.nsxt is None:
@@ -161,7 +161,7 @@ class VsphereCloud(Cloud):
         if self.properties.nsxt.use_policy_api:
             raise NotSupported(f"{method} is not supported through NSX-T's Policy API (vcenter.nsxt.use_policy_api), "
                                "as with the official CPI")
-        made = client(self.properties)
+        made = client_for(self.properties)
         assert made is not None
         return Networks(made)
 

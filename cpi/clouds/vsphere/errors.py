@@ -67,6 +67,8 @@ def classifier(*, idempotent: bool) -> retry.Classifier:
             status = str(exc).split(" ", 1)[0]
             if status == "503":
                 return retry.Verdict(retry.Kind.TRANSIENT, "503 Service Unavailable")
+            if status == "429":  # a rate limit (NSX's API): refused before it was carried out
+                return retry.Verdict(retry.Kind.THROTTLED, "429 Too Many Requests")
             return retry.Verdict(retry.Kind.TRANSIENT, f"HTTP: {str(exc) or type(exc).__name__}") if idempotent \
                 else retry.PERMANENT
         if isinstance(exc, OSError):  # reset, broken pipe, refused on a re-connect

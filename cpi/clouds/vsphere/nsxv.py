@@ -66,14 +66,28 @@ BUSY = ("OptimisticLockException", "Concurrent object access error")
 STALE = "StaleObjectStateException"
 
 
+class _Declared(Exception):
+    """A document declares a DOCTYPE or an entity: refused before anything is expanded."""
+
+
 def parse(data: bytes, what: str) -> ET.Element:
-    """The XML document `data`; CloudError for one with a DOCTYPE or that is no XML."""
-    lowered = data.lower()
-    if b"<!doctype" in lowered or b"<!entity" in lowered:
-        raise CloudError(f"{what}: NSX-V answered a document with a DOCTYPE, which this CPI does not read")
+    """The XML document `data`; CloudError for one with a DOCTYPE or an entity declaration
+    (where entity expansion bombs live: seen by expat itself, whatever the document's
+    encoding, before any expansion) or that is no XML."""
+    import xml.parsers.expat
+
+    def refuse(*_: Any) -> None:
+        raise _Declared
+
+    scan = xml.parsers.expat.ParserCreate()
+    scan.StartDoctypeDeclHandler = refuse
+    scan.EntityDeclHandler = refuse
     try:
+        scan.Parse(data, True)
         return ET.fromstring(data)
-    except ET.ParseError as exc:
+    except _Declared:
+        raise CloudError(f"{what}: NSX-V answered a document with a DOCTYPE, which this CPI does not read") from None
+    except (ET.ParseError, xml.parsers.expat.ExpatError) as exc:
         raise CloudError(f"{what}: NSX-V answered something that is not XML ({exc})") from None
 
 
@@ -132,10 +146,11 @@ class Manager:
             secrets=[password], budget=budget, connect_timeout=connect_timeout, read_timeout=read_timeout)
 
     def _ask(self, method: str, path: str, document: ET.Element | None = None, *,
-             idempotent: bool | None = None) -> rest.Response:
+             idempotent: bool | None = None, resend: bool = True) -> rest.Response:
         body = ET.tostring(document, encoding="unicode").encode() if document is not None else None
         return self.client.request(method, path, body, idempotent=idempotent, what=f"NSX-V {method} {path}",
-                                   headers={"Content-Type": "application/xml"} if body is not None else None)
+                                   headers={"Content-Type": "application/xml"} if body is not None else None,
+                                   resend=resend)
 
     def _refused(self, what: str, response: rest.Response) -> CloudError:
         code, words = error_of(response)
@@ -252,14 +267,15 @@ class Manager:
                 log.info("create_vm: NSX-V pool %s of edge %s has its members already", pool_name, edge_name)
                 return True
             pool.extend(member.element() for member in wanted)
-            # not sent again as it is when it fails (idempotent=False): the pool may have
-            # changed meanwhile, and this document would drop the other writer's change
+            # never sent again as it is (idempotent=False, resend=False): the pool may have
+            # changed meanwhile, and this document would drop the other writer's change; a
+            # busy or stale answer reads the pool again first
             response = self._ask("PUT", f"{EDGES}/{edge_id}/loadbalancer/config/pools/{pool.findtext('poolId')}",
-                                 pool, idempotent=False)
+                                 pool, idempotent=False, resend=False)
             if response.ok or response.planned:
                 log.info("create_vm: %s", what)
                 return True
-            if STALE in response.body.decode("utf-8", "replace"):
+            if response.status in (429, 503) or STALE in response.body.decode("utf-8", "replace"):
                 return False
             raise self._refused(what, response)
 

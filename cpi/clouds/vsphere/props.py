@@ -14,10 +14,9 @@ The cloud class that acts on them is cpi/clouds/vsphere/cloud.py (`VsphereCloud`
 as the built-in plugin `vsphere` in cpi/clouds/__init__.py. The release's job takes the official
 job's `vcenter.*` properties under their names and renders them as this section
 (jobs/cpi/templates/cpi.json.erb; its `vsphere_cpi` alias is the official job's name); the
-reference docs/vsphere.md is generated from these models. Some keys are accepted with their
-meaning before the cloud acts on them: create_vm refuses what it does not drive yet (NSX-T's
-Manager API: Nsxt and NsxtVmProperties say which), and so does docs/migrating.md, with the
-global settings that refuse it.
+reference docs/vsphere.md is generated from these models. Every key is acted on with its
+meaning; where the cloud does more or less than the official CPI, the model's description
+says so, and docs/migrating.md key by key.
 
 No pyvmomi here: `info` of the cloud will import this module.
 """
@@ -266,9 +265,10 @@ class Nsx(_Strict):
 
 
 class Nsxt(_Strict):
-    """NSX-T, for vm_types' `nsxt`: the CPI adds each VM to the groups and load balancer
-    pools its vm_type names, through the Manager API (the default) or the Policy API, and
-    tags the VM's NSX ports with the director's metadata (set_vm_metadata)."""
+    """NSX-T: the CPI adds each VM to the groups and load balancer pools its vm_type's `nsxt`
+    names, through the Manager API (the default) or the Policy API, gives its NSX ports the
+    VIF type and the director's metadata (set_vm_metadata), and makes managed networks
+    (create_network) through the Manager API."""
 
     host: str = Field(..., min_length=1, description="Address of the NSX-T manager (host name or IP, a port may "
                       "follow).")
@@ -288,8 +288,8 @@ class Nsxt(_Strict):
     ca_cert_file: str | None = Field(None, description="Path of a PEM file of those CA certificates: the same as "
                                      "`ca_cert`.")
     default_vif_type: Literal["PARENT", "CHILD"] | None = Field(
-        None, description="VIF type set on the logical ports of new VMs with a vm_type `nsxt` (through the Manager "
-        "API, also in migration mode; the Policy API sets none, as in the official CPI) unless the vm_type's "
+        None, description="VIF type set on the logical ports of every new VM on an NSX network (through the Manager "
+        "API, also in migration mode; the Policy API sets none, as in the official CPI) unless its vm_type's "
         "`nsxt.vif_type` says otherwise: `PARENT` for hosts of containers.")
     use_policy_api: StrictBool = Field(
         False, description="Use the NSX-T Policy API (NSX-T 3.0 and later) instead of the Manager API: VMs join "
@@ -301,8 +301,8 @@ class Nsxt(_Strict):
         "through both; the Manager API's groups and pools must exist, the Policy API's are taken where they are "
         "(those missing are logged). For migration scripts only.")
     allow_overwrite: StrictBool = Field(
-        True, description="Send `X-Allow-Overwrite: true` with NSX-T requests, so the Manager API may change objects "
-        "the Policy API made (true by default, as in the official CPI).")
+        True, description="Send `X-Allow-Overwrite: true` with NSX-T's Manager API requests, so they may change "
+        "objects the Policy API made (true by default, as in the official CPI; never with Policy API requests).")
     tag_nsx_vm_objects: StrictBool = Field(
         False, description="Also tag the VM's record in NSX's inventory (its fabric virtual machine, through the "
         "Manager API) with the director's metadata as `bosh/<key>`, on set_vm_metadata.")
@@ -678,7 +678,7 @@ class ManagedNetworkCloudProperties(_Strict):
     t0_router_id: str = Field(..., min_length=1, description="Id of the tier-0 logical router to link the network's "
                               "tier-1 router to; it must have an edge cluster.")
     transport_zone_id: str = Field(..., min_length=1, description="Id of the transport zone of the logical switch.")
-    ip_block_id: str | None = Field(None, min_length=1, description="Id of the IP block to allocate the subnet from "
+    ip_block_id: str | None = Field(None, description="Id of the IP block to allocate the subnet from "
                                     "when the network definition gives no `range` (then it gives no `gateway`: the "
                                     "subnet's first address is).")
     switch_name: str | None = Field(None, description="Display name of the logical switch (unique: an existing one "

@@ -63,9 +63,12 @@ class Client:
         self.budget, self.connect_timeout, self.read_timeout = budget, connect_timeout, read_timeout
 
     def request(self, method: str, path: str, body: bytes | None = None, *, headers: dict[str, str] | None = None,
-                idempotent: bool | None = None, what: str | None = None) -> Response:
+                idempotent: bool | None = None, what: str | None = None, resend: bool = True) -> Response:
         """The answer to `method path`, whatever its status. `idempotent` (default: a read,
-        PUT or DELETE) says whether the request may be sent again when its answer was lost."""
+        PUT or DELETE) says whether the request may be sent again when its answer was lost.
+        Without `resend`, a refusal worth asking again for (429, 503) is handed back at once
+        rather than sent again as it is: for a document read just before, which must be
+        read again first."""
         what = what or f"{method} {path.split('?', 1)[0]}"
         if plan.active is not None:
             if method not in READS:
@@ -85,7 +88,7 @@ class Client:
                 data = answer.read()
             finally:
                 connection.close()
-            if answer.status in (429, 503) or (answer.status >= 500 and safe):
+            if resend and (answer.status in (429, 503) or (answer.status >= 500 and safe)):
                 raise _Status(answer.status, answer.reason, data)
             return Response(answer.status, data)
 

@@ -179,11 +179,18 @@ class Vms:
     def _nsxt_joins(self, props: VMCloudProperties) -> nsxt.Join | None:
         """What NSX-T does for the VM once it is on (its groups, server pools, VIF type),
         looked up before anything is made: a group or pool that is not there refuses create_vm."""
-        if not props.nsxt:
+        config = self.properties.nsxt
+        asked = props.nsxt
+        if asked is None and config is not None and config.default_vif_type and (
+                not config.use_policy_api or config.policy_api_migration_mode):
+            from .props import NsxtVmProperties
+
+            asked = NsxtVmProperties()  # every VM's NSX ports get the default VIF type, as with the official CPI
+        if asked is None:
             return None
         manager = self._nsxt()
         assert manager is not None  # nsxt.refusal let it through: cpi.json names the manager
-        return manager.prepare(props.nsxt)
+        return manager.prepare(asked)
 
     def _nsxt(self) -> nsxt.Nsxt | None:
         """cpi.json's NSX-T manager; None, with NSX's clients not even loaded, without one."""
@@ -413,7 +420,7 @@ class Vms:
         """Destroy a VM create_vm could not finish (logged; a failure to is logged too, and
         the VM is then left for delete_vm to find by its name)."""
         try:
-            self._destroy(vm, vm_cid)
+            self._destroy(vm, vm_cid, nsx_required=False)
         except Exception as exc:  # noqa: BLE001 - the creation's own failure is what the call reports
             log.error("create_vm: the unfinished VM %s could not be deleted (%s); delete_vm %s removes it",
                       vm_cid, errors.describe(exc), vm_cid)
@@ -428,14 +435,17 @@ class Vms:
         with self.lock(vm_cid):
             self._destroy(vm, vm_cid)
 
-    def _destroy(self, vm: Any, vm_cid: str) -> None:
-        """Power off, detach the persistent disks (vSphere deletes every attached disk's
-        files with the VM), destroy, and remove the VM's directory (the env ISO)."""
+    def _destroy(self, vm: Any, vm_cid: str, nsx_required: bool = True) -> None:
+        """Leave NSX-T's groups and pools, power off, detach the persistent disks (vSphere
+        deletes every attached disk's files with the VM), destroy, and remove the VM's
+        directory (the env ISO). With `nsx_required` false (a create_vm undone), a failure
+        to leave NSX-T's groups is logged rather than keeping the VM: NSX is often what made
+        create_vm fail."""
         from pyVmomi import vim
 
         manager = self._nsxt()
         if manager is not None:  # while NSX still sees the VM: its groups are found by its NSX id
-            manager.leave(vm_cid)
+            manager.leave(vm, vm_cid, required=nsx_required)
         try:
             if str(vm.runtime.powerState) == "poweredOn":
                 try:

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from cpi import waits
 from cpi.errors import CloudError, VMCreationFailed
 
-from .client import Client, client
+from .client import Client, client_for
 from .manager_api import ManagerApi
 from .policy import Policy
-from .vnics import address, on_nsx
+from .vnics import address, addresses, on_nsx
 
 if TYPE_CHECKING:
     from ..props import NsxtVmProperties
@@ -55,9 +55,10 @@ class Nsxt:
         makes it so once the VM is on: join(vm, vm_cid, networks)."""
         names = list(asked.ns_groups or [])
         pools = [(pool.name, pool.port) for pool in (asked.lb.server_pools if asked.lb else None) or []]
+        static: set[str] = set()  # the pools named whose members are addresses (not a group's)
         try:
-            manager_groups = self._manager_lookups(names, pools) if self.manager else {}
-            policy_groups, policy_pools = self._policy_lookups(names, pools) if self.policy else ({}, [])
+            manager_groups = self._manager_lookups(names, pools, static) if self.manager else {}
+            policy_groups, policy_pools = self._policy_lookups(names, pools, static) if self.policy else ({}, [])
         except CloudError as exc:
             if exc.ok_to_retry or isinstance(exc, VMCreationFailed):
                 raise
@@ -68,44 +69,47 @@ class Nsxt:
                      "not set under use_policy_api", vif_type)
 
         def join(vm: Any, vm_cid: str, networks: dict[str, Any]) -> None:
-            ip = address(self.session, vm, vm_cid, networks) if pools else None
+            # an address is needed (and, on dynamic networks, waited for) only by a static pool
+            ip = address(self.session, vm, vm_cid, networks) if static else None
             if self.manager is not None:
                 self._manager_join(vm, vm_cid, manager_groups, pools, ip, vif_type)
             if self.policy is not None:
                 if policy_groups:
                     self.policy.join_groups(vm_cid, list(policy_groups.values()))
-                if policy_pools and ip:
+                if policy_pools:
                     self.policy.join_pools(vm_cid, ip, policy_pools)
 
         return join
 
-    def _manager_lookups(self, names: list[str], pools: list[tuple[str, int | None]]) -> dict[str, str]:
+    def _there(self, listed: list[dict[str, Any]], pools: list[tuple[str, int | None]], static: set[str],
+               api: str, lenient: bool = False) -> list[tuple[str, int | None]]:
+        """The pools of `pools` that `listed` (an API's pools) has, the static ones noted in
+        `static`; CloudError naming those missing (`lenient`: logged and left out)."""
+        by_name = {pool.get("display_name"): pool for pool in listed}
+        static.update(name for name, _ in pools if name in by_name and not by_name[name].get("member_group"))
+        missing = [name for name, _ in pools if name not in by_name]
+        said = f"NSX-T at {self.config.host} has no server pool {', '.join(repr(m) for m in missing)}"
+        if missing and not lenient:
+            raise CloudError(f"vm_type nsxt.lb.server_pools: {said}")
+        if missing:
+            log.info("create_vm: %s in its %s: the VM joins those there", said, api)
+        return [(name, port) for name, port in pools if name in by_name]
+
+    def _manager_lookups(self, names: list[str], pools: list[tuple[str, int | None]],
+                         static: set[str]) -> dict[str, str]:
         assert self.manager is not None
         listed = self.manager.pools() if pools else []
-        if pools:
-            there = {pool.get("display_name") for pool in listed}
-            missing = [name for name, _ in pools if name not in there]
-            if missing:
-                raise CloudError(f"vm_type nsxt.lb.server_pools: NSX-T at {self.config.host} has no server pool "
-                                 f"{', '.join(repr(m) for m in missing)}")
+        self._there(listed, pools, static, "Manager API")
         wanted = names + [name for name in self.manager.pool_groups(listed, pools) if name not in names]
         return self.manager.ns_groups(wanted) if wanted else {}
 
-    def _policy_lookups(self, names: list[str], pools: list[tuple[str, int | None]]
+    def _policy_lookups(self, names: list[str], pools: list[tuple[str, int | None]], static: set[str]
                         ) -> tuple[dict[str, str], list[tuple[str, int | None]]]:
         assert self.policy is not None
         groups = self.policy.groups(names, missing_ok=self.migrating) if names else {}
         if not pools:
             return groups, []
-        there = {pool.get("display_name") for pool in self.policy.pools()}
-        missing = [name for name, _ in pools if name not in there]
-        if missing and not self.migrating:
-            raise CloudError(f"vm_type nsxt.lb.server_pools: NSX-T at {self.config.host} has no server pool "
-                             f"{', '.join(repr(m) for m in missing)}")
-        if missing:
-            log.info("create_vm: NSX-T's Policy API has no server pool %s yet: the VM joins those there",
-                     ", ".join(repr(m) for m in missing))
-        return groups, [(name, port) for name, port in pools if name in there]
+        return groups, self._there(self.policy.pools(), pools, static, "Policy API", lenient=self.migrating)
 
     def _manager_join(self, vm: Any, vm_cid: str, groups: dict[str, str], pools: list[tuple[str, int | None]],
                       ip: str | None, vif_type: str | None) -> None:
@@ -126,22 +130,27 @@ class Nsxt:
 
     # ------------------------------------------------------------ delete_vm
 
-    def leave(self, vm_cid: str) -> None:
+    def leave(self, vm: Any, vm_cid: str, required: bool = True) -> None:
         """Take the VM out of its groups and pools while NSX still knows it. The Policy API's
-        groups must let it go (a failure fails delete_vm, which the director retries); the
-        rest is logged when it fails, as by the official CPI, since NSX drops the ports of a
-        deleted VM itself."""
-        steps: list[tuple[str, Callable[[str], None], bool]] = []
+        groups must let it go (`required`: a failure fails delete_vm, which the director
+        retries); the rest is logged when it fails, as by the official CPI, since NSX drops
+        the ports of a deleted VM itself. A pool member is the VM's when it is named after
+        it, or, unnamed (as older official CPIs added them), at one of its addresses."""
+        mine = addresses(self.session, vm)
+        steps: list[tuple[str, Callable[[], None], bool]] = []
         if self.manager is not None:
-            steps += [("NSGroups", self.manager.leave_groups, False), ("server pools", self.manager.leave_pools, False)]
+            manager = self.manager
+            steps += [("NSGroups", lambda: manager.leave_groups(vm_cid), False),
+                      ("server pools", lambda: manager.leave_pools(vm_cid, mine), False)]
         if self.policy is not None:
-            steps += [("groups", self.policy.leave_groups, not self.migrating),
-                      ("server pools", self.policy.leave_pools, False)]
-        for what, step, required in steps:
+            policy = self.policy
+            steps += [("groups", lambda: policy.leave_groups(vm_cid), required and not self.migrating),
+                      ("server pools", lambda: policy.leave_pools(vm_cid, mine), False)]
+        for what, step, must in steps:
             try:
-                step(vm_cid)
+                step()
             except CloudError as exc:
-                if required:
+                if must:
                     raise
                 log.warning("delete_vm: %s could not be taken out of its NSX-T %s (%s); going on, as the official "
                             "CPI does", vm_cid, what, exc.message)
@@ -175,7 +184,7 @@ class Nsxt:
 
 def for_vms(session: Session, properties: Any) -> Nsxt | None:
     """The NSX-T manager cpi.json names; None without one."""
-    made = client(properties)
+    made = client_for(properties)
     return Nsxt(session, made) if made is not None else None
 
 

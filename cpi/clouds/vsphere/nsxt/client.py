@@ -8,7 +8,6 @@ writer came first): `Client.changed` reads, edits and writes again until it is n
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
@@ -32,11 +31,14 @@ log = logging.getLogger("cpi.clouds.vsphere")
 #: writes refused for a newer revision are read and made again at most this often
 CONFLICTS = 20
 #: methods whose repetition ends the same way: a lost answer is asked again (a PUT carries
-#: the revision it read, so a repeated one is refused rather than applied twice)
-IDEMPOTENT = ("GET", "PUT", "PATCH")
+#: the revision it read, so a repeated one is refused rather than applied twice; a DELETE
+#: repeated finds nothing, which is its success)
+IDEMPOTENT = ("GET", "PUT", "PATCH", "DELETE")
+#: methods for which NSX's 404 is an answer (not there; gone already), not a refusal
+ABSENT_OK = ("GET", "DELETE")
 
 
-class Conflict(Exception):
+class Conflict(CloudError):
     """NSX refused a write: the object changed since it was read (409 or 412)."""
 
 
@@ -47,8 +49,10 @@ class Client:
         self.config = config
         secret = config.password.get_secret_value() if config.password else ""
         self.rest = rest.Client(config.host, peer="the NSX-T manager", ca_key="nsxt.ca_cert", context=self._tls(),
-                                headers=self._headers(), user=config.username or "", secrets=[secret], budget=budget,
-                                connect_timeout=connect_timeout, read_timeout=read_timeout)
+                                headers=self._headers(), user=config.username or "",
+                                secrets=[secret, config.auth_private_key.get_secret_value()
+                                         if config.auth_private_key else ""],
+                                budget=budget, connect_timeout=connect_timeout, read_timeout=read_timeout)
 
     def _tls(self) -> ssl.SSLContext:
         """Verified against `ca_cert` when one is given, not at all otherwise (the official
@@ -62,17 +66,21 @@ class Client:
                 for path, text in ((cert, config.auth_certificate), (key, config.auth_private_key.get_secret_value())):
                     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
                         out.write(text)
-                context.load_cert_chain(cert, key)
+                try:  # an encrypted key is refused, not asked a passphrase for on a terminal
+                    context.load_cert_chain(cert, key, password=lambda: b"")
+                except ssl.SSLError as exc:
+                    raise CloudError(f"nsxt.auth_certificate / nsxt.auth_private_key cannot be used ({exc.reason}): "
+                                     "an unencrypted PEM key that matches the certificate is needed") from None
         return context
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        if self.config.allow_overwrite:
-            headers["X-Allow-Overwrite"] = "true"
         if not (self.config.auth_certificate and self.config.auth_private_key) and self.config.username:
-            secret = self.config.password.get_secret_value() if self.config.password else ""
-            token = base64.b64encode(f"{self.config.username}:{secret}".encode()).decode()
-            headers["Authorization"] = ("Remote " if self.config.remote_auth else "Basic ") + token
+            basic = rest.basic(self.config.username,
+                               self.config.password.get_secret_value() if self.config.password else "")
+            if self.config.remote_auth:  # vIDM: the same credentials, another scheme
+                basic["Authorization"] = basic["Authorization"].replace("Basic ", "Remote ", 1)
+            headers.update(basic)
         return headers
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
@@ -81,12 +89,22 @@ class Client:
         request for any other refusal."""
         what = f"NSX-T {method} {path.split('?', 1)[0]}"
         payload = json.dumps(body).encode() if body is not None else None
-        response = self.rest.request(method, path, payload, idempotent=method in IDEMPOTENT, what=what)
-        if response.planned or response.status == 404:
+        # the Manager API may change what the Policy API made only when asked to, as the
+        # official CPI asks; the Policy API is never told to overwrite what others protect
+        extra = {"X-Allow-Overwrite": "true"} if self.config.allow_overwrite and path.startswith("/api/") else {}
+        response = self.rest.request(method, path, payload, headers=extra, idempotent=method in IDEMPOTENT,
+                                     what=what)
+        if response.planned or (response.status == 404 and method in ABSENT_OK):
             return None
         if response.status in (409, 412):
             raise Conflict(what)
-        document = json.loads(response.body) if response.body else None
+        try:
+            document = json.loads(response.body) if response.body else None
+        except ValueError:
+            document = None  # an error page of a proxy in front of NSX: its text is shown below
+            if response.status < 400:
+                raise CloudError(self.rest.scrub(f"{what}: {response.status} with no JSON answer: "
+                                                 f"{response.body[:200]!r}")) from None
         if response.status >= 400:
             message = (document or {}).get("error_message") if isinstance(document, dict) else None
             raise CloudError(self.rest.scrub(f"{what}: {response.status} {message or response.body[:200]!r}"))
@@ -134,7 +152,7 @@ class Client:
         raise CloudError(f"NSX-T {path.split('?', 1)[0]}: {what} still met others' changes after {CONFLICTS} attempts")
 
 
-def client(properties: Any) -> Client | None:
+def client_for(properties: Any) -> Client | None:
     """The NSX-T manager cpi.json names; None without one."""
     config = properties.nsxt
     if config is None:

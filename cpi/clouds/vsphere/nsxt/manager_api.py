@@ -22,7 +22,7 @@ from cpi import waits
 from cpi.errors import CloudError
 
 from .client import Client
-from .policy import DISCOVERY_SECONDS, discovered
+from .inventory import DISCOVERY_SECONDS, discovered, is_mine
 from .tags import bosh_tags
 
 log = logging.getLogger("cpi.clouds.vsphere")
@@ -134,10 +134,10 @@ class ManagerApi:
                                   f"adding {vm_cid} to the pool")
                 log.info("create_vm: %s (%s) joined server pool %s", vm_cid, ip, name)
 
-    def leave_pools(self, vm_cid: str) -> None:
+    def leave_pools(self, vm_cid: str, addresses: set[str]) -> None:
         for pool in self.pools():
             mine = [{"ip_address": m.get("ip_address"), **({"port": m["port"]} if m.get("port") else {})}
-                    for m in pool.get("members") or [] if m.get("display_name") == vm_cid]
+                    for m in pool.get("members") or [] if is_mine(m, vm_cid, addresses)]
             if mine:
                 self.client.acted(f"{API}/loadbalancer/pools/{pool['id']}?action=REMOVE_MEMBERS", {"members": mine},
                                   f"removing {vm_cid} from the pool")

@@ -53,7 +53,7 @@ def _parse(definition: dict[str, Any]) -> tuple[ManagedNetworkCloudProperties, s
         if address.network.num_addresses > 1 and "/" in str(gateway):
             raise CloudError(f"create_network: gateway {gateway} is a network, not one address")
         return props, str(network), str(address.ip), network.prefixlen
-    if props.ip_block_id is None:
+    if not props.ip_block_id:
         raise CloudError("create_network: without a range, cloud_properties need ip_block_id to allocate the "
                          "subnet from")
     if gateway is not None:

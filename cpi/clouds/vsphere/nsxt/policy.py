@@ -20,35 +20,23 @@ from __future__ import annotations
 import json
 import logging
 import urllib.parse
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from cpi import waits
 from cpi.errors import CloudError
 
 from .client import Client
+from .inventory import DISCOVERY_SECONDS, discovered, is_mine
 from .tags import bosh_tags
 
 log = logging.getLogger("cpi.clouds.vsphere")
-T = TypeVar("T")
 
 API = "/policy/api/v1"
 DOMAIN = "default"
 #: how many external ids the official CPI puts in one expression before it starts another
 MAX_IDS = 500
-#: how long NSX may take to see a new VM or port in the vCenter (its inventory is
-#: eventually consistent), and how often it is asked meanwhile
-DISCOVERY_SECONDS = 60
-DISCOVERY_SCHEDULE = waits.Schedule(first=0.5, factor=1.5, cap=5.0)
-
-
-def discovered(look: Callable[[], waits.Check[T]], *, what: str, wait: float) -> T | None:
-    """What `look` finds: at once when NSX has it already (so `cpi plan`, which waits for
-    nothing, sees it too), else, with `wait`, once it has (WaitTimeout after `wait` seconds)."""
-    first = look()
-    if first.done or not wait:
-        return first.value
-    return waits.until(look, what=what, timeout=wait, schedule=DISCOVERY_SCHEDULE, log=log)
+#: group names looked up per search query, as the official CPI splits them
+SEARCH_NAMES = 20
 
 
 class Policy:
@@ -66,12 +54,13 @@ class Policy:
     def groups(self, names: list[str], *, missing_ok: bool = False) -> dict[str, str]:
         """Display name → id of the groups `names`; CloudError naming those not there
         (with `missing_ok`, they are logged and left out)."""
-        quoted = " OR ".join(json.dumps(name) for name in names)
-        query = urllib.parse.urlencode({"query": f"resource_type:Group AND display_name:({quoted})"})
         found: dict[str, str] = {}
-        for group in self.client.pages(f"{API}/search/query?{query}"):
-            if group.get("display_name") in names and f"/domains/{DOMAIN}/" in (group.get("path") or ""):
-                found[group["display_name"]] = group["id"]
+        for start in range(0, len(names), SEARCH_NAMES):  # a query's length is bounded: so many names a query
+            quoted = " OR ".join(json.dumps(name) for name in names[start:start + SEARCH_NAMES])
+            query = urllib.parse.urlencode({"query": f"resource_type:Group AND display_name:({quoted})"})
+            for group in self.client.pages(f"{API}/search/query?{query}"):
+                if group.get("display_name") in names and f"/domains/{DOMAIN}/" in (group.get("path") or ""):
+                    found[group["display_name"]] = group["id"]
         missing = [name for name in names if name not in found]
         if missing:
             said = f"NSX-T at {self.host} has no group {', '.join(repr(m) for m in missing)} in domain '{DOMAIN}'"
@@ -126,9 +115,10 @@ class Policy:
         return sorted({pool["member_group"]["group_path"].rsplit("/", 1)[-1] for pool in listed
                        if pool.get("display_name") in named and (pool.get("member_group") or {}).get("group_path")})
 
-    def join_pools(self, vm_cid: str, ip: str, server_pools: list[tuple[str, int | None]]) -> None:
+    def join_pools(self, vm_cid: str, ip: str | None, server_pools: list[tuple[str, int | None]]) -> None:
         """Add the VM to each named pool: a static pool gets a member named `vm_cid` (its `ip`,
-        on the port); a dynamic one (whose members are a group's) gets the VM in that group."""
+        on the port; none without an address: `cpi plan`); a dynamic one (whose members are
+        a group's) gets the VM in that group."""
         listed = self.pools()
         by_name: dict[str, list[dict[str, Any]]] = {}
         for pool in listed:
@@ -136,7 +126,7 @@ class Policy:
         dynamic = self.pool_groups(listed, server_pools)
         if dynamic:
             self.join_groups(vm_cid, dynamic)
-        for name, port in server_pools:
+        for name, port in server_pools if ip else []:
             for pool_id in [pool["id"] for pool in by_name.get(name, []) if not pool.get("member_group")]:
                 member = {"display_name": vm_cid, "ip_address": ip, **({"port": str(port)} if port else {})}
 
@@ -149,11 +139,11 @@ class Policy:
 
                 self.client.changed(f"{API}/infra/lb-pools/{pool_id}", add)
 
-    def leave_pools(self, vm_cid: str) -> None:
+    def leave_pools(self, vm_cid: str, addresses: set[str]) -> None:
         for pool in self.pools():
-            if any(m.get("display_name") == vm_cid for m in pool.get("members") or []):
+            if any(is_mine(m, vm_cid, addresses) for m in pool.get("members") or []):
                 def drop(current: dict[str, Any]) -> bool:
-                    kept = [m for m in current.get("members") or [] if m.get("display_name") != vm_cid]
+                    kept = [m for m in current.get("members") or [] if not is_mine(m, vm_cid, addresses)]
                     changed = len(kept) != len(current.get("members") or [])
                     current["members"] = kept
                     return changed

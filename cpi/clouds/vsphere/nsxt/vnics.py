@@ -69,3 +69,14 @@ def address(session: Session, vm: Any, vm_cid: str, networks: dict[str, Any]) ->
 
     return waits.until(look, what=f"VM {vm_cid} to report its address through VMware Tools",
                        timeout=GUEST_ADDRESS_SECONDS, schedule=GUEST_SCHEDULE, check_first=True, log=log)
+
+
+def addresses(session: Session, vm: Any) -> set[str]:
+    """The addresses VMware Tools report for the VM (none when they report nothing)."""
+    from pyVmomi import vim
+
+    [(_, values)] = collector.of(session, [vm], vim.VirtualMachine, ["guest.net", "guest.ipAddress"])
+    found = {str(values["guest.ipAddress"])} if values.get("guest.ipAddress") else set()
+    for nic in values.get("guest.net") or []:
+        found.update(str(ip) for ip in nic.ipAddress or [])
+    return found
