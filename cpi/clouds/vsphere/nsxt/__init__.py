@@ -15,6 +15,7 @@ there refuses create_vm with nothing to clean up."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -136,7 +137,7 @@ class Nsxt:
         retries); the rest is logged when it fails, as by the official CPI, since NSX drops
         the ports of a deleted VM itself. A pool member is the VM's when it is named after
         it, or, unnamed (as older official CPIs added them), at one of its addresses."""
-        mine = addresses(self.session, vm)
+        mine = functools.cache(lambda: addresses(self.session, vm))  # a request, when an unnamed member asks
         steps: list[tuple[str, Callable[[], None], bool]] = []
         if self.manager is not None:
             manager = self.manager

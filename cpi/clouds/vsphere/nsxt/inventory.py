@@ -29,10 +29,11 @@ def discovered(look: Callable[[], waits.Check[T]], *, what: str, wait: float) ->
     return waits.until(look, what=what, timeout=wait, schedule=DISCOVERY_SCHEDULE, log=log)
 
 
-def is_mine(member: dict[str, Any], vm_cid: str, addresses: set[str]) -> bool:
+def is_mine(member: dict[str, Any], vm_cid: str, addresses: Callable[[], set[str]]) -> bool:
     """Whether a pool member is the VM's: named after it (as this CPI and the official one
-    name them), or unnamed (as older official CPIs added them) at one of its addresses."""
+    name them), or unnamed (as older official CPIs added them) at one of its `addresses()`
+    (asked only for an unnamed member)."""
     name = member.get("display_name")
     if name == vm_cid:
         return True
-    return name in (None, "", member.get("ip_address")) and member.get("ip_address") in addresses
+    return name in (None, "", member.get("ip_address")) and member.get("ip_address") in addresses()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from cpi import waits
@@ -134,7 +135,7 @@ class ManagerApi:
                                   f"adding {vm_cid} to the pool")
                 log.info("create_vm: %s (%s) joined server pool %s", vm_cid, ip, name)
 
-    def leave_pools(self, vm_cid: str, addresses: set[str]) -> None:
+    def leave_pools(self, vm_cid: str, addresses: Callable[[], set[str]]) -> None:
         for pool in self.pools():
             mine = [{"ip_address": m.get("ip_address"), **({"port": m["port"]} if m.get("port") else {})}
                     for m in pool.get("members") or [] if is_mine(m, vm_cid, addresses)]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from cpi import waits
@@ -139,7 +140,7 @@ class Policy:
 
                 self.client.changed(f"{API}/infra/lb-pools/{pool_id}", add)
 
-    def leave_pools(self, vm_cid: str, addresses: set[str]) -> None:
+    def leave_pools(self, vm_cid: str, addresses: Callable[[], set[str]]) -> None:
         for pool in self.pools():
             if any(is_mine(m, vm_cid, addresses) for m in pool.get("members") or []):
                 def drop(current: dict[str, Any]) -> bool:
