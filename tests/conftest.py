@@ -54,9 +54,8 @@ def pytest_sessionfinish(session, exitstatus):
 def vcsim() -> vcsim_server.Vcsim:
     """The running simulator (url, host, port, username, password); skips or fails every test
     that uses it when it cannot be had, saying why (see tests/support/vcsim.py)."""
-    server = vcsim_server.server()
-    yield server
-    server.stop()
+    with vcsim_server.running() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -359,6 +359,16 @@ def server(*args: str) -> Vcsim:
 
 
 @contextlib.contextmanager
+def running(*args: str):
+    """A simulator of its own (main.go's flags `args`), stopped afterwards."""
+    started = server(*args)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@contextlib.contextmanager
 def service_instance(running: Vcsim):
     """A pyVmomi ServiceInstance logged in to `running`, logged out afterwards."""
     from pyVim.connect import Disconnect, SmartConnect

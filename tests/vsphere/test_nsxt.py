@@ -29,9 +29,8 @@ SEGMENT = "nsx-segment-web"
 def vcsim():
     """A simulator of this module's own that plays vSphere 7, whose port groups NSX can back
     (the shared one plays 6.5, where NSX-T's networks were opaque)."""
-    server = vcsim_server.server("-api-version", "7.0.0.0")
-    yield server
-    server.stop()
+    with vcsim_server.running("-api-version", "7.0.0.0") as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -35,9 +35,8 @@ T4 = {"vendor_id": 0x10DE, "device_id": 0x1EB8}
 @pytest.fixture(scope="module")
 def gpu_vcsim(vcsim):
     """A simulator of this module's own: vSphere 7's API, and host DC0_C0_H1 with a GPU."""
-    server = vcsim_server.server("-gpu-host", GPU_HOST, "-api-version", "7.0.0.0")
-    yield server
-    server.stop()
+    with vcsim_server.running("-gpu-host", GPU_HOST, "-api-version", "7.0.0.0") as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support import vcsim as vcsim_server
 from tests.vsphere.test_not_yet import vm_names
 from tests.vsphere.test_vsphere_cloud import VM_TYPE, network, vm_of
 
@@ -19,11 +20,14 @@ POLICY = "VVol No Requirements Policy"
 def policies(vcsim):
     """The simulator's storage policy service, as the test's own session: name → profile id,
     and the profile ids associated with an entity (a VM's moid, or "<moid>:<disk key>")."""
-    from pyVim.connect import Disconnect, SmartConnect
+    with vcsim_server.service_instance(vcsim) as si:
+        yield _policies(si, vcsim)
+
+
+def _policies(si, vcsim):
+    """The policy service on `si`'s session (its cookie on the /pbm endpoint)."""
     from pyVmomi import SoapStubAdapter, pbm
 
-    si = SmartConnect(host=vcsim.host, port=vcsim.port, user=vcsim.username, pwd=vcsim.password,
-                      disableSslCertValidation=True)
     stub = SoapStubAdapter(host=vcsim.host, port=vcsim.port, path="/pbm", version="pbm.version.version11",
                            sslContext=si._stub.schemeArgs.get("context"))
     stub.cookie = si._stub.cookie
@@ -60,8 +64,7 @@ def policies(vcsim):
         def delete(self, profile_id: str) -> None:
             self.manager.Delete(profileId=[pbm.profile.ProfileId(uniqueId=profile_id)])
 
-    yield Policies()
-    Disconnect(si)
+    return Policies()
 
 
 def disk_keys(vm) -> dict[str, int]:
