@@ -2,8 +2,11 @@
 
 Shape (the same the BOSH job template renders):
 
-    {"cloud": {"plugin": "local" | "aws" | "openstack" | <third party>,
+    {"cloud": {"plugin": "local" | "aws" | "openstack" | "vsphere" | <third party>,
                "properties": {"<plugin>": {...}, "agent": {"mbus", "ntp", "blobstore"}}}}
+
+or, on vSphere, the official vsphere_cpi job's own: `vcenters` and `plugins` in place of
+`vsphere` (the cloud's `Properties.official_keys`).
 
 Only the selected plugin's section is validated (strictly: an unknown key is an error, as a
 typo'd property silently ignored is worse). Request `context` keys that name one of the
@@ -115,6 +118,22 @@ def _overrides(plugin: str, cloud_class: type[Cloud], context: dict, section: di
     return overrides
 
 
+def _plugin_section(cloud_class: type[Cloud], sections: dict, plugin: str) -> tuple[Any, str]:
+    """The plugin's section and its name in messages. An official CPI's job may render it
+    not under the plugin's name but as keys of `cloud.properties` itself
+    (`Properties.official_keys`: the vsphere_cpi job's `vcenters` and `plugins`, beside
+    `agent`); those keys are then the section, taken as rendered, so that the official job's
+    cpi.json works verbatim."""
+    official_keys: tuple[str, ...] = getattr(cloud_class.Properties, "official_keys", ())
+    present = [key for key in official_keys if key in sections]
+    if not present:
+        return sections.get(plugin, {}), plugin
+    if plugin in sections:
+        raise CpiError(f"invalid config: cloud.properties has both {plugin} and the official CPI's "
+                       f"{' and '.join(present)}: give the one or the other")
+    return {key: sections[key] for key in present}, f"{official_keys[0]}[0]"
+
+
 def _official_shape(cloud_class: type[Cloud], section: dict, plugin: str) -> dict:
     """The section in its model's own shape, when the model also takes an official CPI's
     (`Properties.official_shape`: the vSphere CPI's `{"vcenters": [{...}]}`): done before the
@@ -126,7 +145,8 @@ def _official_shape(cloud_class: type[Cloud], section: dict, plugin: str) -> dic
     try:
         shaped = official_shape(section)
     except ValueError as exc:
-        raise CpiError(f"invalid config: cloud.properties.{plugin}: {exc}") from None
+        where = "cloud.properties" + ("" if plugin.endswith("]") else f".{plugin}")
+        raise CpiError(f"invalid config: {where}: {exc}") from None
     return shaped if isinstance(shaped, dict) else section
 
 
@@ -197,13 +217,13 @@ def build(raw: dict, context: dict | None = None) -> Config:
     validation.strict = _section(ValidationConfig, file.cloud.properties.get("validation") or {}, "validation").strict
     plugin = file.cloud.plugin
     cloud_class = load_cloud(plugin)
-    section = file.cloud.properties.get(plugin, {})
+    section, where = _plugin_section(cloud_class, file.cloud.properties, plugin)
     if not isinstance(section, dict):
         raise CpiError(f"invalid config: cloud.properties.{plugin} must be an object")
-    section = _official_shape(cloud_class, section, plugin)
+    section = _official_shape(cloud_class, section, where)
     overrides = _overrides(plugin, cloud_class, context or {}, section)
     _no_nul(overrides, "context")
-    properties = _section(cloud_class.Properties, {**section, **overrides}, plugin)
+    properties = _section(cloud_class.Properties, {**section, **overrides}, where)
     sections = file.cloud.properties
     agent = _section(AgentConfig, sections.get("agent") or {}, "agent")
     debug = _section(DebugConfig, sections.get("debug") or {}, "debug")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -327,7 +327,11 @@ class VsphereProperties(_Strict):
     official CPI's own cpi.json shape is taken too: `{"vcenters": [{...}], "plugins": {}}`,
     its one vCenter's keys then being these; keys beside `vcenters` (and a request's context,
     a director's cpi-config) override the vCenter's, as the official CPI merges its context
-    into `vcenters[0]`."""
+    into `vcenters[0]`. That shape is taken where the official vsphere_cpi job renders it
+    too, as keys of `cloud.properties` itself beside `agent` (`official_keys`)."""
+
+    #: the keys of `cloud.properties` that are this section in the official job's cpi.json
+    official_keys: ClassVar[tuple[str, ...]] = ("vcenters", "plugins")
 
     # -- where and who
     host: str | None = Field(None, description="Address of the vCenter (host name or IP, a port may follow). This or "
