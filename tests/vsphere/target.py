@@ -369,15 +369,19 @@ class VsphereTarget(Target):
 
 
 def leftovers(vcenter: Vcenter, site: Site) -> dict[str, list[str]]:
-    """What is in the site's folders and disk_path: VMs, stemcells, disks, snapshots."""
+    """What is in the site's folders and disk_path: VMs, stemcells, disks, snapshots, and any
+    other file of disk_path (which the official CPI's delete_disk would leave there)."""
     found: dict[str, list[str]] = {}
     vms = sorted(vcenter.vms(site.vm_folder))
     templates = sorted(vcenter.vms(site.template_folder))
-    disks = sorted(f"[{ds.name}] {name}" for ds in vcenter.datastores()
-                   for name in vcenter.files(ds, site.disk_path) if name.endswith(".vmdk"))
+    in_disk_path = [f"[{ds.name}] {name}" for ds in vcenter.datastores() for name in vcenter.files(ds, site.disk_path)
+                    if name != "snapshots"]
+    disks = sorted(name for name in in_disk_path if name.endswith(".vmdk"))
+    others = sorted(name for name in in_disk_path if not name.endswith(".vmdk"))
     snapshots = sorted(f"[{ds.name}] {name}" for ds in vcenter.datastores()
                        for name in vcenter.files(ds, f"{site.disk_path}/snapshots") if name.endswith(".vmdk"))
-    for kind, names in (("vms", vms), ("stemcells", templates), ("disks", disks), ("snapshots", snapshots)):
+    for kind, names in (("vms", vms), ("stemcells", templates), ("disks", disks), ("other files", others),
+                        ("snapshots", snapshots)):
         if names:
             found[kind] = names
     return found

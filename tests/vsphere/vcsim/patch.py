@@ -127,6 +127,15 @@ EDITS: list[tuple[str, str, str, str]] = [
       "\t\t}\n"),
      ("the placement solver found every datastore compatible with every policy, whatever hubs it was asked about "
       "(see CpiPlacementAllows)")),
+    ("virtual_machine.go",
+     "\treturn vm.configureDevices(spec)\n}\n\nfunc getVMFileType",
+     ("\tproperties, fault := cpiVAppProperties(vm, spec.VAppConfig)\n"
+      "\tif fault != nil {\n\t\treturn fault\n\t}\n"
+      "\tif fault := vm.configureDevices(spec); fault != nil {\n\t\treturn fault\n\t}\n"
+      "\tcpiSetVAppProperties(vm, spec.VAppConfig, properties)\n"
+      "\treturn nil\n}\n\nfunc getVMFileType"),
+     ("ReconfigVM_Task ignored the vAppConfig properties of its spec (the official CPI's \"BOSH Persistent "
+      "Disks\"), where vSphere adds, edits and removes them by key")),
 ]
 
 

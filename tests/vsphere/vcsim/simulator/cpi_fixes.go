@@ -356,3 +356,65 @@ func CpiPlacementAllows(hubs []string, descriptions []string, hub string, name s
 	}
 	return true
 }
+
+// cpiVAppProperties is the VM's vApp properties once a reconfiguration's vAppConfig is
+// applied as vSphere applies it: each added (a key the VM has is refused), edited or
+// removed by key, all or none (InvalidArgument). 0.24 ignored a reconfiguration's
+// vAppConfig, so a VM never had the properties a CPI gave it (the official vSphere CPI
+// records each persistent disk it attaches in one, and reads it back on detach).
+func cpiVAppProperties(vm *VirtualMachine, spec types.BaseVmConfigSpec) ([]types.VAppPropertyInfo, types.BaseMethodFault) {
+	if spec == nil {
+		return nil, nil
+	}
+	var properties []types.VAppPropertyInfo
+	if info, ok := vm.Config.VAppConfig.(*types.VmConfigInfo); ok && info != nil {
+		properties = append(properties, info.Property...)
+	}
+	find := func(key interface{}) int {
+		for i, p := range properties {
+			if fmt.Sprint(p.Key) == fmt.Sprint(key) {
+				return i
+			}
+		}
+		return -1
+	}
+	invalid := &types.InvalidArgument{InvalidProperty: "vAppConfig.property"}
+	for _, change := range spec.GetVmConfigSpec().Property {
+		switch change.Operation {
+		case types.ArrayUpdateOperationAdd:
+			if change.Info == nil || find(change.Info.Key) >= 0 {
+				return nil, invalid
+			}
+			properties = append(properties, *change.Info)
+		case types.ArrayUpdateOperationEdit:
+			if change.Info == nil || find(change.Info.Key) < 0 {
+				return nil, invalid
+			}
+			properties[find(change.Info.Key)] = *change.Info
+		case types.ArrayUpdateOperationRemove:
+			i := find(change.RemoveKey)
+			if i < 0 {
+				return nil, invalid
+			}
+			properties = append(properties[:i], properties[i+1:]...)
+		default:
+			return nil, invalid
+		}
+	}
+	return properties, nil
+}
+
+// cpiSetVAppProperties gives the VM the properties cpiVAppProperties made, once the rest of
+// the reconfiguration succeeded; a VM keeps its vApp config (empty) when its last property
+// goes, as vSphere keeps it.
+func cpiSetVAppProperties(vm *VirtualMachine, spec types.BaseVmConfigSpec, properties []types.VAppPropertyInfo) {
+	if spec == nil {
+		return
+	}
+	info, ok := vm.Config.VAppConfig.(*types.VmConfigInfo)
+	if !ok || info == nil {
+		info = &types.VmConfigInfo{}
+	}
+	info.Property = properties
+	vm.Config.VAppConfig = info
+}
