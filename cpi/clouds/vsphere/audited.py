@@ -97,7 +97,15 @@ def _config(spec: Any) -> dict[str, Any]:
         return {}
     return {"cpu": spec.numCPUs, "ram_mib": spec.memoryMB, "devices": _devices(spec.deviceChange) or None,
             "extra_config": sorted(o.key for o in spec.extraConfig or []) or None,
-            "version": getattr(spec, "version", None)}
+            "version": getattr(spec, "version", None), "vapp_properties": _vapp(getattr(spec, "vAppConfig", None))}
+
+
+def _vapp(config: Any) -> list[str] | None:
+    """A vApp config's property changes as words: `add 2001 disk-1` (the disk records of
+    records.py), `remove 2001`."""
+    changes = [f"{p.operation} {p.info.key} {p.info.label}" if p.info is not None else f"{p.operation} {p.removeKey}"
+               for p in getattr(config, "property", None) or []]
+    return changes or None
 
 
 def _cluster(spec: Any) -> dict[str, Any]:

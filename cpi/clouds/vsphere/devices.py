@@ -3,8 +3,9 @@ persistent), SCSI controller, CD-ROM and NICs, and the device specs that add, ed
 remove them.
 
 A persistent disk is any disk whose file is in the datacenter's `disk_path` on a datastore
-(`[ds] BOSH_Disks/disk-<uuid>.vmdk`), as the official CPI tells them apart; its cid is the
-file's name without `.vmdk`. The ephemeral disk is the one named `ephemeral_disk.vmdk`.
+(`[ds] BOSH_Disks/disk-<uuid>.vmdk`), its cid the file's name without `.vmdk`, or one the
+VM's "BOSH Persistent Disks" records name (records.py), as the official CPI tells them apart.
+The ephemeral disk is the one named `ephemeral_disk.vmdk`.
 """
 
 from __future__ import annotations
@@ -30,13 +31,17 @@ def file_of(device: Any) -> str:
     return getattr(device.backing, "fileName", "") or ""
 
 
-def persistent(devices: list[Any], disk_path: str) -> dict[str, Any]:
-    """The persistent disks among `devices`, by disk cid."""
+def persistent(devices: list[Any], disk_path: str, recorded: dict[int, str] | None = None) -> dict[str, Any]:
+    """The persistent disks among `devices`, by disk cid: those in disk_path, and those the
+    VM's records name (`recorded`: device key → cid, records.labels), wherever vSphere has
+    moved them since (Storage vMotion moves them into the VM's folder)."""
     marker = f"] {disk_path.strip('/')}/"
     found = {}
     for disk in disks(devices):
         name = file_of(disk)
-        if marker in name and name.endswith(".vmdk"):
+        if recorded and disk.key in recorded:
+            found[recorded[disk.key]] = disk
+        elif marker in name and name.endswith(".vmdk"):
             found[name.rsplit("/", 1)[-1][: -len(".vmdk")]] = disk
     return found
 

@@ -15,8 +15,12 @@ SCSI unit number, or `{"id": uuid}` when the VM has `disk.enableUUID`, as the ag
 
 snapshot_disk and delete_snapshot, which the official CPI leaves out, copy the vmdk into
 `disk_path/snapshots`; vSphere cannot copy a disk a running VM holds, and says so
-(NotImplemented, which the director skips). Disk metadata is kept beside the disk as
-`<cid>.json` (vmdk files have no place for it).
+(NotImplemented, which the director skips). Disk metadata is kept nowhere, as by the official
+CPI: a vmdk has no place for it, and a file beside it would outlive the official CPI's
+delete_disk.
+
+attach_disk and detach_disk keep the official CPI's record of the disk in the VM's vApp
+properties (records.py), so that after a switch either CPI detaches what the other attached.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from cpi.errors import CloudError, DiskNotAttached, DiskNotFound, NotSupported
 from cpi.errors import NotImplemented as CpiNotImplemented
 from cpi.validation import parse
 
-from . import devices, errors, tasks, transfer
+from . import devices, errors, records, tasks
 from .patterns import compile_pattern
 from .place import Datastore, Place, describe, pick
 from .props import DiskCloudProperties
@@ -178,7 +182,6 @@ class Disks:
                                                                        spec=spec),
                   f"creating {path}", done=lambda: True if self._exists(path) else None)
         log.info("create_disk: %s (%d MiB, %s) on datastore %s", value, size_mib, disk_type, datastore.name)
-        self._write_metadata(Found(datastore, path), {})
         # the official CPI's rule: a disk_type that names its datastores puts their pattern in the cid
         return DiskCid.encode(value, pattern) if props.datastores else value
 
@@ -206,6 +209,7 @@ class Disks:
             log.info("delete_disk: %s is not there (deleted before?)", raw)
             return
         self._delete_vmdk(found.path)
+        # the metadata file earlier builds kept beside a disk, which nothing else would delete
         self.place.delete_file(found.path[: -len(".vmdk")] + ".json")
 
     # ------------------------------------------------------------ attach, detach
@@ -218,7 +222,7 @@ class Disks:
         cid = DiskCid.parse(raw)
         with self.vms.lock(vm_cid):
             present = list(vm.config.hardware.device)
-            attached = devices.persistent(present, self.disk_path).get(cid.value)
+            attached = devices.persistent(present, self.disk_path, records.labels(records.of(vm))).get(cid.value)
             if attached is None:
                 found = self._reachable(vm, vm_cid, found, cid)
                 controller = devices.scsi_controller(present)
@@ -235,7 +239,24 @@ class Disks:
                 attached = devices.persistent(present, self.disk_path)[cid.value]
             else:
                 log.info("attach_disk: %s is attached to %s already", cid.value, vm_cid)
+            self._record(vm, vm_cid, attached, cid.value)
             return self._hint(vm, attached)
+
+    def _record(self, vm: Any, vm_cid: str, disk: Any, value: str) -> None:
+        """Record the attached disk in the VM's vApp properties as the official CPI does
+        (records.py), unless it is recorded already: a second request, as there, since the
+        device's key is vSphere's to give. A record of that key naming another disk (a key
+        given again) is replaced."""
+        from pyVmomi import vim
+
+        existing = records.of(vm).get(disk.key)
+        if existing is not None and existing.label == value:
+            return
+        spec = vim.vm.ConfigSpec(vAppConfig=records.record(disk.key, value, devices.file_of(disk),
+                                                           replacing=existing is not None))
+        tasks.run(self.session, lambda: vm.ReconfigVM_Task(spec=spec), f"recording {value} in {vm_cid}'s vApp "
+                  "properties", done=lambda: True if getattr(records.of(vm).get(disk.key), "label", None) == value
+                  else None)
 
     def _hint(self, vm: Any, disk: Any) -> Any:
         if devices.uuid_enabled({o.key: o.value for o in vm.config.extraConfig or []}) and disk.backing.uuid:
@@ -286,21 +307,18 @@ class Disks:
             raise
 
     def detach(self, vm_cid: str, raw: str) -> None:
-        from pyVmomi import vim
-
         vm = self.vms.require(vm_cid)
         cid = DiskCid.parse(raw)
         with self.vms.lock(vm_cid):
-            attached = devices.persistent(list(vm.config.hardware.device), self.disk_path).get(cid.value)
+            recorded = records.of(vm)
+            attached = devices.persistent(list(vm.config.hardware.device), self.disk_path,
+                                          records.labels(recorded)).get(cid.value)
             if attached is None:
                 if self.find(raw) is None:
                     log.info("detach_disk: %s is not there (deleted before?)", raw)
                     return
                 raise DiskNotAttached(f"disk '{raw}' is not attached to VM '{vm_cid}'", ok_to_retry=False)
-            spec = vim.vm.ConfigSpec(deviceChange=[devices.remove(attached)])
-            tasks.run(self.session, lambda: vm.ReconfigVM_Task(spec=spec), f"detaching {cid.value} from {vm_cid}",
-                      done=lambda: None if cid.value in devices.persistent(list(vm.config.hardware.device),
-                                                                           self.disk_path) else True)
+            self.vms.detach(vm, vm_cid, {cid.value: attached}, recorded)
 
     # ------------------------------------------------------------ resize, metadata, snapshots
 
@@ -331,21 +349,11 @@ class Disks:
         self.resize(raw, new_mib)
 
     def set_metadata(self, raw: str, values: dict[str, str]) -> None:
-        self._write_metadata(self.require(raw), values)
-
-    def _write_metadata(self, found: Found, values: dict[str, str]) -> None:
-        """The disk's metadata file, `<cid>.json` beside it: the director's keys, and the
-        director that made or tagged it (`cpi list`, `cpi orphans`)."""
-        document = dict(values)
-        if self.director_uuid:
-            document["director_uuid"] = self.director_uuid
-        transfer.request(self.session, "PUT", self.metadata_url(found), body=json.dumps(document, sort_keys=True)
-                         .encode(), content_type="application/json")
-
-    def metadata_url(self, found: Found) -> str:
-        relative = found.path.partition("] ")[2]
-        return transfer.datastore_path(self.place.config.name, found.datastore.name,
-                                       relative[: -len(".vmdk")] + ".json")
+        """Kept nowhere, as by the official CPI (its set_disk_metadata does nothing): a vmdk
+        has no place for it, and a file beside it would outlive the official CPI's
+        delete_disk after a switch back."""
+        log.info("set_disk_metadata: %s: %d keys not kept (vSphere has no place for a disk's metadata)", raw,
+                 len(values))
 
     def snapshot(self, raw: str) -> str:
         from pyVmomi import vim

@@ -6,7 +6,7 @@ the official one) made, with the tags BOSH set.
   the settings in `guestinfo.userdata`), with their custom attributes (set_vm_metadata):
   one request for them all.
 - disks: the vmdk files in `disk_path` of each datastore (one search task per datastore),
-  with their metadata file (`<cid>.json`, one GET each) and the VM that has each attached.
+  and the VM that has each attached; no tags, as vSphere keeps none for a disk.
 - stemcells: the `sc-<uuid>` VMs of the template folder (their copies aside).
 - snapshots: the vmdk files in `disk_path/snapshots`.
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.clouds.inventory import Offer, Resource, read_so_far
 
-from . import collector, devices, tasks, transfer
+from . import collector, devices, tasks
 from .disks import SNAPSHOTS
 from .vms import ORIGIN_KEYS
 
@@ -138,15 +138,8 @@ class Inventory:
         found = []
         for datastore, name, size, modified in self._files(self.disk_path):
             cid = name[: -len(".vmdk")]
-            status, body = transfer.request(self.session, "GET", transfer.datastore_path(
-                self.place.config.name, datastore, f"{self.disk_path}/{cid}.json"))
-            tags = {}
-            if status == 200:
-                try:
-                    tags = {str(k): str(v) for k, v in json.loads(body).items()}
-                except (ValueError, AttributeError):
-                    tags = {}
-            found.append(Resource("disk", cid, "in-use" if cid in attached else "available", modified, tags,
+            # no tags: vSphere keeps no metadata of a disk (disks.Disks.set_metadata)
+            found.append(Resource("disk", cid, "in-use" if cid in attached else "available", modified, {},
                                   {"datastore": datastore, "size_mib": size >> 20, "attached_to": attached.get(cid)}))
             read_so_far("disks", len(found))
         return found

@@ -40,6 +40,7 @@ from . import (
     metadata,
     passthrough,
     pbm,
+    records,
     tasks,
     transfer,
 )
@@ -453,15 +454,13 @@ class Vms:
                 except vim.fault.InvalidPowerState:
                     pass  # powered off meanwhile: what was wanted
             present = list(vm.config.hardware.device)
-            keep = devices.persistent(present, self.place.config.disk_path)
+            recorded = records.of(vm)
+            keep = devices.persistent(present, self.place.config.disk_path, records.labels(recorded))
             directory = _directory(present)
             if keep:
                 log.info("delete_vm: detaching %s from %s first, so that they outlive it", ", ".join(sorted(keep)),
                          vm_cid)
-                spec = vim.vm.ConfigSpec(deviceChange=[devices.remove(d) for d in keep.values()])
-                tasks.run(self.session, lambda: vm.ReconfigVM_Task(spec=spec), f"detaching disks of {vm_cid}",
-                          done=lambda: None if devices.persistent(list(vm.config.hardware.device),
-                                                                  self.place.config.disk_path) else True)
+                self.detach(vm, vm_cid, keep, recorded)
             pool = vm.resourcePool
             cluster = pool.owner if pool is not None else None
             if isinstance(cluster, vim.ClusterComputeResource):
@@ -488,8 +487,50 @@ class Vms:
             manager.tag(vm, vm_cid, values)
 
     def disks(self, vm_cid: str) -> list[str]:
-        present = list(self.require(vm_cid).config.hardware.device)
-        return sorted(devices.persistent(present, self.place.config.disk_path))
+        vm = self.require(vm_cid)
+        present = list(vm.config.hardware.device)
+        return sorted(devices.persistent(present, self.place.config.disk_path, records.labels(records.of(vm))))
+
+    def detach(self, vm: Any, vm_cid: str, disks: dict[str, Any], recorded: dict[int, Any]) -> None:
+        """Detach `disks` (cid → device) in one reconfiguration that also removes their
+        records (records.py), so that no record outlives its disk's attachment to name a
+        device key vSphere gives again; then a disk vSphere has moved since it was recorded
+        goes back to the recorded path, as the official CPI moves it back."""
+        from pyVmomi import vim
+
+        back = {cid: records.moved_from(disk, recorded) for cid, disk in disks.items()}
+        keys = {disk.key for disk in disks.values()}
+        spec = vim.vm.ConfigSpec(deviceChange=[devices.remove(disk) for disk in disks.values()],
+                                 vAppConfig=records.forget(sorted(keys & set(recorded))))
+        tasks.run(self.session, lambda: vm.ReconfigVM_Task(spec=spec), f"detaching {', '.join(sorted(disks))} from "
+                  f"{vm_cid}", done=lambda: None if keys & {d.key for d in devices.disks(
+                      list(vm.config.hardware.device))} else True)
+        for cid, destination in back.items():
+            if destination is not None:
+                self._move_back(cid, devices.file_of(disks[cid]), destination)
+
+    def _move_back(self, cid: str, source: str, destination: str) -> None:
+        from pyVmomi import vim
+
+        manager = self.session.content.virtualDiskManager
+        datacenter = self.place.datacenter
+
+        def there() -> bool | None:
+            try:
+                manager.QueryVirtualDiskUuid(name=destination, datacenter=datacenter)
+                return True
+            except vim.fault.FileNotFound:
+                return None
+
+        if there():
+            log.warning("detach: %s is at %s, not at %s where it was recorded, which holds a disk: left where it is",
+                        cid, source, destination)
+            return
+        log.warning("detach: %s is at %s since it was recorded (a storage move): moving it back to %s", cid, source,
+                    destination)
+        tasks.run(self.session, lambda: manager.MoveVirtualDisk_Task(
+            sourceName=source, sourceDatacenter=datacenter, destName=destination, destDatacenter=datacenter,
+            force=False), f"moving {cid} back to {destination}", done=there)
 
     @staticmethod
     def calculate_cloud_properties(resources: VMResources) -> dict[str, Any]:
