@@ -192,3 +192,34 @@ def test_a_clone_spec_edit_turns_the_scsi_controller_into_another_class_keeping_
             d, vim.vm.device.VirtualSCSIController)] == [type(old)]
     finally:
         WaitForTask(clone.Destroy_Task())
+
+
+def test_a_reconfiguration_adds_edits_and_removes_vapp_properties_by_key(si):
+    """As the official CPI records a persistent disk: all of a spec's changes, or none."""
+    vm = _find(si, "DC0/vm/DC0_H0_VM0")
+
+    def change(*properties) -> None:
+        WaitForTask(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(vAppConfig=vim.vApp.VmConfigSpec(
+            property=list(properties)))))
+
+    def info(key: int, label: str):
+        return vim.vApp.PropertyInfo(key=key, id=label, label=label, category="BOSH Persistent Disks",
+                                     type="string", value=f"[LocalDS_0] d/{label}.vmdk")
+
+    def held() -> dict[int, str]:
+        config = vm.config.vAppConfig
+        return {p.key: p.label for p in (config.property if config is not None else None) or []}
+
+    change(vim.vApp.PropertySpec(operation="add", info=info(2001, "disk-a")),
+           vim.vApp.PropertySpec(operation="add", info=info(2002, "disk-b")))
+    assert held() == {2001: "disk-a", 2002: "disk-b"}
+    change(vim.vApp.PropertySpec(operation="edit", info=info(2002, "disk-c")))
+    with pytest.raises(vmodl.fault.InvalidArgument):  # a key it has: the whole spec is refused
+        change(vim.vApp.PropertySpec(operation="remove", removeKey=2001),
+               vim.vApp.PropertySpec(operation="add", info=info(2002, "disk-d")))
+    assert held() == {2001: "disk-a", 2002: "disk-c"}
+    change(vim.vApp.PropertySpec(operation="remove", removeKey=2001),
+           vim.vApp.PropertySpec(operation="remove", removeKey=2002))
+    assert held() == {}
+    with pytest.raises(vmodl.fault.InvalidArgument):
+        change(vim.vApp.PropertySpec(operation="remove", removeKey=2001))
