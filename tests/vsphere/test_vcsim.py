@@ -12,6 +12,8 @@ That destroying a VM deletes its attached disks' files 0.24 does as it is."""
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 from pyVim.connect import SmartConnect
 from pyVim.task import WaitForTask
@@ -223,3 +225,43 @@ def test_a_reconfiguration_adds_edits_and_removes_vapp_properties_by_key(si):
     assert held() == {}
     with pytest.raises(vmodl.fault.InvalidArgument):
         change(vim.vApp.PropertySpec(operation="remove", removeKey=2001))
+
+
+def test_what_the_official_cpi_reads_is_served_as_vsphere_serves_it(vcsim, si):
+    """The ServiceInstance's content before login, the policy service at /pbm/sdk, and a
+    disk's capacity from a datastore search with a VmDiskQuery: what the official CPI's
+    first requests and its disk lookup read (run by hand against this simulator, #32)."""
+    from pyVmomi import SoapStubAdapter, pbm
+
+    anonymous = SoapStubAdapter(host=vcsim.host, port=vcsim.port, version="vim.version.version10",
+                                sslContext=ssl._create_unverified_context())
+    collector = vmodl.query.PropertyCollector
+    spec = collector.FilterSpec(objectSet=[collector.ObjectSpec(obj=vim.ServiceInstance("ServiceInstance", anonymous))],
+                                propSet=[collector.PropertySpec(type=vim.ServiceInstance, pathSet=["content"])])
+    content = vim.ServiceInstance("ServiceInstance", anonymous).RetrieveContent()
+    found = content.propertyCollector.RetrieveContents([spec])
+    assert found[0].propSet[0].val.sessionManager is not None
+
+    policies = SoapStubAdapter(host=vcsim.host, port=vcsim.port, path="/pbm/sdk", version="pbm.version.version11",
+                               sslContext=ssl._create_unverified_context())
+    policies.cookie = si._stub.cookie
+    assert pbm.ServiceInstance("ServiceInstance", policies).RetrieveContent().profileManager is not None
+
+    dc = _find(si, "DC0")
+    datastore = next(d for d in dc.datastore if d.name == "LocalDS_0")
+    manager = si.content.virtualDiskManager
+    si.content.fileManager.MakeDirectory(name="[LocalDS_0] cpi-test-capacity", datacenter=dc,
+                                         createParentDirectories=True)
+    WaitForTask(manager.CreateVirtualDisk_Task(name="[LocalDS_0] cpi-test-capacity/d.vmdk", datacenter=dc,
+                                               spec=_disk_spec(2048)))
+    try:
+        browser = vim.host.DatastoreBrowser
+        query = browser.VmDiskQuery(details=browser.VmDiskQuery.Details(capacityKb=True))
+        task = datastore.browser.SearchDatastore_Task(datastorePath="[LocalDS_0] cpi-test-capacity", searchSpec=(
+            browser.SearchSpec(matchPattern=["d.vmdk"], query=[query], details=browser.FileInfo.Details(
+                fileType=True))))
+        WaitForTask(task)
+        assert [(f.path, f.capacityKb) for f in task.info.result.file] == [("d.vmdk", 2048)]
+    finally:
+        WaitForTask(si.content.fileManager.DeleteDatastoreFile_Task(name="[LocalDS_0] cpi-test-capacity",
+                                                                    datacenter=dc))

@@ -31,7 +31,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 	// its init registers the storage policy service (/pbm): a vm_type's storage_policy
-	_ "github.com/vmware/govmomi/pbm/simulator"
+	pbmsimulator "github.com/vmware/govmomi/pbm/simulator"
 	// its init registers the REST endpoints (tags, content library) that
 	// Service.RegisterEndpoints then serves: a CPI tags what it makes
 	_ "github.com/vmware/govmomi/vapi/simulator"
@@ -70,6 +70,15 @@ func main() {
 	// an empty config: the server makes a self-signed certificate, as a fresh vCenter has
 	model.Service.TLS = new(tls.Config)
 	model.Service.RegisterEndpoints = true
+	// a vCenter serves the storage policy service at /pbm/sdk too, where the official CPI
+	// asks for it (an instance of its own: the policies made at /pbm are not seen there)
+	simulator.RegisterEndpoint(func(s *simulator.Service, r *simulator.Registry) {
+		if r.IsVPX() {
+			sdk := pbmsimulator.New()
+			sdk.Path = "/pbm/sdk"
+			s.RegisterSDK(sdk)
+		}
+	})
 	server := model.Service.NewServer()
 
 	address := *server.URL

@@ -136,6 +136,18 @@ EDITS: list[tuple[str, str, str, str]] = [
       "\treturn nil\n}\n\nfunc getVMFileType"),
      ("ReconfigVM_Task ignored the vAppConfig properties of its spec (the official CPI's \"BOSH Persistent "
       "Disks\"), where vSphere adds, edits and removes them by key")),
+    ("property_collector.go",
+     ("func (rr *retrieveResult) add(ctx *Context, name string, val types.AnyType, content *types.ObjectContent) {\n"
+      "\tif ctx.Session != nil {\n"),
+     ("func (rr *retrieveResult) add(ctx *Context, name string, val types.AnyType, content *types.ObjectContent) {\n"
+      "\tif ctx.Session != nil || content.Obj.Type == \"ServiceInstance\" {\n"),
+     ("the ServiceInstance's properties (its content) were refused before login (NotAuthenticated), where vSphere "
+      "serves them to anyone, as clients such as the official CPI read them to find the SessionManager")),
+    ("host_datastore_browser.go",
+     "\t\t\t\t\ts.addFile(file, &res)\n",
+     "\t\t\t\t\ts.addFile(file, &res)\n\t\t\t\t\tcpiDiskCapacity(s.SearchSpec, dir, &res)\n",
+     ("a search with a VmDiskQuery answered a disk without its capacityKb, which vSphere gives and the official "
+      "CPI reads to find a disk")),
 ]
 
 
