@@ -17,6 +17,9 @@ class Target:
     name: str = "abstract"
     #: whether a manual network may carry IPs chosen by the test (manual_network(i))
     supports_manual_ips: bool = True
+    #: whether a disk carries the director that made it, so that `cpi orphans` may offer it
+    #: (vSphere keeps no metadata of a disk, as the official CPI keeps none)
+    disks_carry_director: bool = True
 
     def __init__(self, config_path: Path):
         self.config_path = config_path

@@ -265,6 +265,7 @@ def load(path: Path) -> tuple[dict[str, Any], Site]:
 class VsphereTarget(Target):
     name = "vsphere"
     supports_manual_ips = True
+    disks_carry_director = False
 
     def __init__(self, config_path: Path, site: Site, workdir: Path):
         super().__init__(config_path)

@@ -352,6 +352,7 @@ class Disks:
         """Kept nowhere, as by the official CPI (its set_disk_metadata does nothing): a vmdk
         has no place for it, and a file beside it would outlive the official CPI's
         delete_disk after a switch back."""
+        self.require(raw)  # a disk that is not there is DiskNotFound, as on every cloud
         log.info("set_disk_metadata: %s: %d keys not kept (vSphere has no place for a disk's metadata)", raw,
                  len(values))
 
