@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from cpi.release.builder import build_release
+from cpi.release.definition import load_definition
 from cpi.release.errors import ReleaseError
 from cpi.release.manifest import ReleaseManifest
 from cpi.release.reader import read_release
@@ -256,7 +257,11 @@ def test_project_release_builds_with_the_expected_layout(project_release, tmp_pa
         original = yaml.safe_load(read_member(job, "./job.MF"))
         assert spec["name"] == alias and spec["properties"]["cloud.plugin"]["default"] == plugin
         assert "default" not in original["properties"]["cloud.plugin"]
-        spec["properties"]["cloud.plugin"].pop("default")
+        # release.yml's defaults of the alias (the official job's where they differ), the rest as job cpi's
+        for key, default in load_definition(REPO).job_aliases[alias].defaults.items():
+            assert spec["properties"][key].pop("default") == default
+            if "default" in original["properties"][key]:
+                spec["properties"][key]["default"] = original["properties"][key]["default"]
         assert spec["properties"] == original["properties"] and spec["templates"] == original["templates"]
 
     cpi = members(read_member(result.tarball, "packages/cpi.tgz"))
