@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from cpi.warm import where
-from tests.release.support import JOB_DIR, REPO, RenderError, job_spec, render, render_job, write
+from tests.release.support import JOB_DIR, REPO, RenderError, alias_spec, job_spec, render, render_job, write
 
 CPI_JSON = JOB_DIR / "templates/cpi.json.erb"
 CPI_ERB = JOB_DIR / "templates/cpi.erb"
@@ -208,6 +208,18 @@ def test_mbus_from_director_nats_when_agent_mbus_is_unset(cpi_json):
     assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://nats:pw@10.0.0.7:4222"
     config = cpi_json({"cloud": {"plugin": "local"}, "agent": {"nats": {"address": "10.0.0.7"}}})
     assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://10.0.0.7:4222"
+
+
+@pytest.mark.parametrize(("job", "ntp"), [("aws_cpi", ["0.pool.ntp.org", "1.pool.ntp.org"]), ("openstack_cpi", []),
+                                          ("vsphere_cpi", ["0.pool.ntp.org", "1.pool.ntp.org"])])
+def test_each_alias_renders_its_official_jobs_agent_defaults(ruby, tmp_path, job, ntp):
+    """The official jobs differ on ntp and nats.user (aws_cpi and vsphere_cpi default them,
+    openstack_cpi does not): each alias renders its own, as the official job of its name."""
+    spec = alias_spec(job)
+    nats = {"address": "10.0.0.6", "password": "pw"}
+    agent = json.loads(render(CPI_JSON, {"nats": nats}, tmp_path, ruby, spec))["cloud"]["properties"]["agent"]
+    assert agent["ntp"] == ntp
+    assert agent["mbus"] == ("nats://10.0.0.6:4222" if job == "openstack_cpi" else "nats://nats:pw@10.0.0.6:4222")
 
 
 def test_debug_api_version(cpi_json):
