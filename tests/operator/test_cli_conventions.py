@@ -23,6 +23,11 @@ import yaml
 from tests.support import suite, terminal
 from tests.support.runner import DIRECTOR_ENV, ROOT, Cpi
 
+try:
+    from tests.aws.conftest import account, moto_server  # noqa: F401 - fixtures (the session's moto)
+except ImportError:  # moto missing: the aws test skips
+    pass
+
 CPI = [str(ROOT / ".venv" / "bin" / "python"), "-m", "cpi.cli"]
 DIRECTOR = "director-conventions-1"
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -83,6 +88,22 @@ def test_columns_are_picked_in_the_order_given(cloud):
                                   "director_uuid, agent_id, deployment, job, index")
 
 
+@pytest.mark.parametrize("flag", ["--json", "--yaml"])
+def test_data_holds_only_the_columns_asked(cloud, flag):
+    """#32: `--json` printed every key whatever `--column` said. A column is a key, a key of
+    the tags or details (as the table shows it), or a dotted path; null where a row lacks
+    it, as the table's cell is empty."""
+    config = str(cloud["config"])
+    printed = run("list", "disks", "--config", config, flag, "--column", "cid", "--column", "director_uuid",
+                  "--column", "deployment", "--column", "details.size_mib")
+    assert printed.returncode == 0, printed.stderr
+    assert sorted(yaml.safe_load(printed.stdout), key=lambda row: row["cid"]) == [
+        {"cid": d, "director_uuid": DIRECTOR, "deployment": None, "details.size_mib": 1}
+        for d in sorted(cloud["disks"])]
+    shown = run(flag, "--column", "state", "show", "disk", cloud["disks"][0], "--config", config)
+    assert shown.returncode == 0 and yaml.safe_load(shown.stdout) == {"state": "available"}
+
+
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_json_and_yaml_are_global_options(cloud, where):
     def data(flag: str) -> subprocess.CompletedProcess:
@@ -115,6 +136,24 @@ def test_avail_filters_by_a_pattern(tmp_path):
     picked = json.loads(run("avail", "zones", "--config", str(config), "--json", "--filter", name[:2] + "*").stdout)
     assert name in [z["name"] for z in picked]
     assert json.loads(run("avail", "zones", "--config", str(config), "--json", "--filter", "no-such-*").stdout) == []
+
+
+def test_sizes_are_listed_in_natural_order(request, tmp_path):
+    """#32: m5.12xlarge was listed before m5.2xlarge (the cloud sorts names as text); the
+    numbers in a name now compare as numbers, on the table and in --json."""
+    try:
+        account = request.getfixturevalue("account")
+    except pytest.FixtureLookupError:
+        pytest.skip("moto is not installed")
+    config = account.write_config(tmp_path / "aws.json")
+    sizes = run("avail", "sizes", "--config", str(config), "--filter", "m5.*", "--column", "name")
+    assert sizes.returncode == 0, sizes.stderr
+    names = [line.strip() for line in sizes.stdout.splitlines()]
+    assert {"m5.2xlarge", "m5.12xlarge", "m5.24xlarge"} <= set(names), names
+    assert names.index("m5.2xlarge") < names.index("m5.4xlarge") < names.index("m5.12xlarge") < \
+        names.index("m5.24xlarge")
+    as_json = run("avail", "sizes", "--config", str(config), "--filter", "m5.*", "--json", "--column", "name")
+    assert [row["name"] for row in json.loads(as_json.stdout)] == names
 
 
 def test_cpi_config_names_the_config_of_every_command(cloud):
