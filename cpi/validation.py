@@ -180,3 +180,18 @@ def model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
         models = models_in(field.annotation)
         current = models[0] if models else None
     return current
+
+
+def yaml_error(name: str, exc: Any) -> str:
+    """PyYAML's error in one line, as a compiler says where a file is wrong:
+    `NAME:LINE:COLUMN: problem (context at LINE:COLUMN)`, lines and columns counted from 1
+    (PyYAML's own text spans four lines). Every YAML an operator hands a command is
+    reported so: a cloud-config, release.yml, a job's spec."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return f"{name}: " + " ".join(str(exc).split())
+    text = f"{name}:{mark.line + 1}:{mark.column + 1}: {problem}"
+    context, where = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context:
+        text += f" ({context}" + (f" at {where.line + 1}:{where.column + 1}" if where is not None else "") + ")"
+    return " ".join(text.split())

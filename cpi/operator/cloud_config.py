@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from cpi.clouds.findings import Finding, Item, suggest
 from cpi.logs import looks_secret, shown
-from cpi.validation import Ignored, closest, model_at
+from cpi.validation import Ignored, closest, model_at, yaml_error
 
 SECTIONS = ("azs", "vm_types", "vm_extensions", "disk_types", "networks", "compilation")
 NETWORK_TYPES = ("manual", "dynamic", "vip")
@@ -385,19 +385,6 @@ def load_yaml(path: str) -> Any:
             return yaml.safe_load(handle)
     except yaml.YAMLError as exc:
         raise YamlError(yaml_error("<stdin>" if path == "-" else path, exc)) from None
-
-
-def yaml_error(name: str, exc: Any) -> str:
-    """PyYAML's error as `NAME:LINE:COLUMN: problem (context at LINE:COLUMN)`, lines and
-    columns counted from 1."""
-    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
-    if mark is None or not problem:
-        return f"{name}: " + " ".join(str(exc).split())
-    text = f"{name}:{mark.line + 1}:{mark.column + 1}: {problem}"
-    context, where = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-    if context:
-        text += f" ({context}" + (f" at {where.line + 1}:{where.column + 1}" if where is not None else "") + ")"
-    return " ".join(text.split())
 
 
 __all__ = ["YamlError", "check", "check_online", "config_findings", "load_yaml", "model_findings"]
