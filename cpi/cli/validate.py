@@ -93,7 +93,7 @@ def _open(args: argparse.Namespace, seconds, redactor) -> tuple[Any, list]:
         with _quiet_warnings():  # what the call would log is reported as findings
             ready = opening.open_cloud(raw, {"request_id": "cpi-validate", **limits})  # the cloud: only for --online
     except BoshError as exc:
-        findings = [Finding("cpi.json", f"{exc.message} (every call fails so)")]
+        findings = [Finding("cpi.json", f"{exc.message} (the calls fail with this error)")]
         if args.cloud_config is not None:
             findings.append(Finding("(cloud-config)", "not checked: cpi.json names no cloud it can open", "info"))
         return None, findings
