@@ -23,11 +23,6 @@ import yaml
 from tests.support import suite, terminal
 from tests.support.runner import DIRECTOR_ENV, ROOT, Cpi
 
-try:
-    from tests.aws.conftest import account, moto_server  # noqa: F401 - fixtures (the session's moto)
-except ImportError:  # moto missing: the aws test skips
-    pass
-
 CPI = [str(ROOT / ".venv" / "bin" / "python"), "-m", "cpi.cli"]
 DIRECTOR = "director-conventions-1"
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -136,24 +131,6 @@ def test_avail_filters_by_a_pattern(tmp_path):
     picked = json.loads(run("avail", "zones", "--config", str(config), "--json", "--filter", name[:2] + "*").stdout)
     assert name in [z["name"] for z in picked]
     assert json.loads(run("avail", "zones", "--config", str(config), "--json", "--filter", "no-such-*").stdout) == []
-
-
-def test_sizes_are_listed_in_natural_order(request, tmp_path):
-    """#32: m5.12xlarge was listed before m5.2xlarge (the cloud sorts names as text); the
-    numbers in a name now compare as numbers, on the table and in --json."""
-    try:
-        account = request.getfixturevalue("account")
-    except pytest.FixtureLookupError:
-        pytest.skip("moto is not installed")
-    config = account.write_config(tmp_path / "aws.json")
-    sizes = run("avail", "sizes", "--config", str(config), "--filter", "m5.*", "--column", "name")
-    assert sizes.returncode == 0, sizes.stderr
-    names = [line.strip() for line in sizes.stdout.splitlines()]
-    assert {"m5.2xlarge", "m5.12xlarge", "m5.24xlarge"} <= set(names), names
-    assert names.index("m5.2xlarge") < names.index("m5.4xlarge") < names.index("m5.12xlarge") < \
-        names.index("m5.24xlarge")
-    as_json = run("avail", "sizes", "--config", str(config), "--filter", "m5.*", "--json", "--column", "name")
-    assert [row["name"] for row in json.loads(as_json.stdout)] == names
 
 
 def test_cpi_config_names_the_config_of_every_command(cloud):

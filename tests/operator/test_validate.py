@@ -182,6 +182,21 @@ def test_aws_online(moto_account, tmp_path):
     assert "slim" not in result.stderr  # no warning about the model DescribeKeyPairs needs
 
 
+def test_sizes_are_listed_in_natural_order(moto_account, tmp_path):
+    """#32 (`cpi avail`, here for this module's moto): m5.12xlarge was listed before
+    m5.2xlarge, the cloud sorting names as text; the numbers in a name now compare as
+    numbers."""
+    config = moto_account.write_config(tmp_path / "cpi.json")
+    sizes = subprocess.run([sys.executable, "-m", "cpi.cli", "avail", "sizes", "--config", str(config),
+                            "--filter", "m5.*", "--json", "--column", "name"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert sizes.returncode == 0, sizes.stderr
+    names = [row["name"] for row in json.loads(sizes.stdout)]
+    assert {"m5.2xlarge", "m5.4xlarge", "m5.12xlarge", "m5.24xlarge"} <= set(names), names
+    assert names.index("m5.2xlarge") < names.index("m5.4xlarge") < names.index("m5.12xlarge") < \
+        names.index("m5.24xlarge")
+
+
 def test_a_cloud_without_online_checks_says_so():
     from cpi.clouds.base import Cloud
     from cpi.errors import NotImplemented as CpiNotImplemented
