@@ -83,6 +83,22 @@ def test_columns_are_picked_in_the_order_given(cloud):
                                   "director_uuid, agent_id, deployment, job, index")
 
 
+@pytest.mark.parametrize("flag", ["--json", "--yaml"])
+def test_data_holds_only_the_columns_asked(cloud, flag):
+    """#32: `--json` printed every key whatever `--column` said. A column is a key, a key of
+    the tags or details (as the table shows it), or a dotted path; null where a row lacks
+    it, as the table's cell is empty."""
+    config = str(cloud["config"])
+    printed = run("list", "disks", "--config", config, flag, "--column", "cid", "--column", "director_uuid",
+                  "--column", "deployment", "--column", "details.size_mib")
+    assert printed.returncode == 0, printed.stderr
+    assert sorted(yaml.safe_load(printed.stdout), key=lambda row: row["cid"]) == [
+        {"cid": d, "director_uuid": DIRECTOR, "deployment": None, "details.size_mib": 1}
+        for d in sorted(cloud["disks"])]
+    shown = run(flag, "--column", "state", "show", "disk", cloud["disks"][0], "--config", config)
+    assert shown.returncode == 0 and yaml.safe_load(shown.stdout) == {"state": "available"}
+
+
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_json_and_yaml_are_global_options(cloud, where):
     def data(flag: str) -> subprocess.CompletedProcess:
