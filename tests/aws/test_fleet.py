@@ -10,7 +10,6 @@ real `cpi` command against moto."""
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 
 import pytest
@@ -18,22 +17,8 @@ import pytest
 from tests.aws import moto_env
 from tests.aws.official_cpi import OfficialAwsCpi
 from tests.aws.test_switching import made_the_official_way
-from tests.support.runner import DIRECTOR_ENV, ROOT, Cpi
-
-CPI = [str(ROOT / ".venv" / "bin" / "python"), "-m", "cpi.cli"]
-
-
-def cli(config_path, *args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*CPI, *args, "--config", str(config_path)], capture_output=True, text=True, timeout=120,
-                          env={**DIRECTOR_ENV, "COLUMNS": "250"})
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
-
-
-def listed(config_path, kind: str) -> dict[str, dict]:
-    proc = cli(config_path, "list", kind, "--json")
-    assert proc.returncode == 0, proc.stderr
-    return {r["cid"]: r for r in json.loads(proc.stdout)}
+from tests.support.operator_cli import bosh_vms_json, cli, listed
+from tests.support.runner import Cpi
 
 
 @pytest.fixture(scope="module")
@@ -121,9 +106,7 @@ def test_orphans_offers_nothing_alive_of_the_fleet_and_deletes_a_real_orphan(fle
     director = Cpi(config_path, director_uuid=fleet["director_uuid"])
     lost = director("create_disk", 1024, {}, None)
     known = tmp_path / "known.json"
-    known.write_text(json.dumps({"Tables": [{"Content": "vms", "Header": {"instance": "Instance", "vm_cid": "VM CID"},
-                                             "Rows": [{"instance": "db/uuid-7", "vm_cid": fleet["vm"]}]}],
-                                 "Blocks": None, "Lines": ["Succeeded"]}))
+    known.write_text(bosh_vms_json("db/uuid-7", fleet["vm"]))
     try:
         found = cli(config_path, "orphans", "--director-uuid", fleet["director_uuid"], "--known", str(known),
                     "--json")
