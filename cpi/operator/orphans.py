@@ -36,6 +36,10 @@ class Survey:
 
 
 def survey(cloud: Cloud, director_uuid: str, known_cids: set[str]) -> Survey:
+    # a vSphere disk cid carries the datastore pattern it was made for after a ".", where a
+    # listing knows only the file's name: that name is known too (no other cloud's cid has
+    # a "." a listing would drop, so this only ever offers less)
+    known_cids = known_cids | {cid.partition(".")[0] for cid in known_cids}
     listed = {kind: cloud.inventory(kind) for kind in DELETERS}
     result = Survey()
 

@@ -6,7 +6,8 @@ the official one) made, with the tags BOSH set.
   the settings in `guestinfo.userdata`), with their custom attributes (set_vm_metadata):
   one request for them all.
 - disks: the vmdk files in `disk_path` of each datastore (one search task per datastore),
-  with their metadata file (`<cid>.json`, one GET each) and the VM that has each attached.
+  with their metadata file (`<cid>.json`, one GET each) and the VM that has each attached:
+  persistent disks all (a VM's root and ephemeral disks live in its own folder).
 - stemcells: the `sc-<uuid>` VMs of the template folder (their copies aside).
 - snapshots: the vmdk files in `disk_path/snapshots`.
 
@@ -147,7 +148,8 @@ class Inventory:
                 except (ValueError, AttributeError):
                     tags = {}
             found.append(Resource("disk", cid, "in-use" if cid in attached else "available", modified, tags,
-                                  {"datastore": datastore, "size_mib": size >> 20, "attached_to": attached.get(cid)}))
+                                  {"role": "persistent", "datastore": datastore, "size_mib": size >> 20,
+                                   "attached_to": attached.get(cid)}))
             read_so_far("disks", len(found))
         return found
 
