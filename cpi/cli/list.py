@@ -28,7 +28,8 @@ def add_parser(sub, name: str, summary: str) -> None:
                               "cpi list disks --column cid --column deployment | sort -k2")
     p.add_argument("kind", choices=KINDS)
     add_cloud_options(p)
-    p.add_argument("--director-uuid", help="only what this director made")
+    p.add_argument("--director-uuid", help="only what carries this director's director_uuid (what this CPI made for "
+                                           "it, and every snapshot; the official CPI's VMs and volumes carry none)")
     p.set_defaults(func=list_command)
 
 

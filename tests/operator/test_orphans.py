@@ -131,3 +131,18 @@ def test_what_the_cloud_shows_alive_is_never_offered_whatever_the_input_lacks(ma
         cpi("detach_disk", made["vm"], made["disk"])
         cpi("delete_snapshot", lost_snapshot)
         cpi("delete_disk", lost)
+
+
+def test_the_lists_the_input_lacks_are_named():
+    """bosh-cli names each table it prints: the reader tells the four lists of the complete
+    recipe apart (instances only with --details, which gives them their disks)."""
+    from cpi.operator.known import read
+
+    instances = bosh_json("instances", {"instance": "db/0", "vm_cid": "vm-1", "disk_cids": "disk-1"})
+    complete = "\n".join([instances, bosh_json("disks", {"disk_cid": "disk-2"}),
+                          bosh_json("orphaned_vms", {"vm_cid": "vm-2"}), bosh_json("stemcells", {"cid": "sc-1"})])
+    assert read(complete).missing() == [] and read(complete).cids == {"vm-1", "disk-1", "disk-2", "vm-2", "sc-1"}
+    short = read(bosh_json("instances", {"instance": "db/0", "vm_cid": "vm-1"}))
+    assert short.missing()[0].startswith("`bosh instances --json` without --details names no disk")
+    assert len(short.missing()) == 4
+    assert "cannot be told" in read("vm-1\ndisk-1\n").missing()[0]
