@@ -56,22 +56,28 @@ def orphans_command(args: argparse.Namespace) -> int:
         opened = Opened(args.config, read_only=True, timeout=seconds)
     except errors.BoshError as exc:
         return fail("orphans", exc)
-    for line in told.missing():
-        print(f"warning: {line}", file=sys.stderr)
     with reading("what the director may have left", seconds, opened.text):
         seen = survey(opened.cloud, args.director_uuid, told.cids)
     found = seen.offered
+    notes = [f"warning: {line}" for line in told.missing()]
     if seen.untied:
-        print(f"note: {plural(len(seen.untied), 'resource')} a director tagged but no director_uuid ties to this "
-              "one (made by the official CPI before the switch, or by another director): never offered; "
-              "`cpi list` shows them", file=sys.stderr)
+        notes.append(f"note: {plural(len(seen.untied), 'resource')} a director tagged but no director_uuid ties to "
+                     "this one (made by the official CPI before the switch, or by another director): never offered; "
+                     "`cpi list` shows them")
     if data:
         print_data(opened.clean([r.wire() for r in found]), args)
     else:
         _table(opened, found, len(told.cids), args)
+    stdin_taken = args.known == "-"
+    # told before a deletion is asked for or done; a refusal (no terminal to ask on, no -n)
+    # stays the one line every error is, and the notes come with the run that may delete
+    asks = sys.stdin.isatty() and not stdin_taken
+    if not (args.delete and found) or getattr(args, "non_interactive", False) or asks:
+        for line in notes:
+            print(line, file=sys.stderr)
     if not args.delete or not found:
         return 0
-    confirm(args, f"delete {plural(len(found), 'resource')}", stdin_taken=args.known == "-")
+    confirm(args, f"delete {plural(len(found), 'resource')}", stdin_taken=stdin_taken)
     client = Client(Path(args.config).resolve() if args.config else None, echo=False, context=opened.overrides,
                     spinner=True)
     failed = 0
