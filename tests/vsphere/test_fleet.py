@@ -2,7 +2,7 @@
 official CPI's cid, the file's name followed by "." and the pattern it was made for, while
 the datastore holds the file by its name alone; the director knows it by the whole cid
 (`bosh disks --orphaned --json` of a detached disk), and it is never offered. `cpi list
-disks` calls it persistent."""
+disks` calls it persistent, `cpi show disk` finds it by that cid."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ def test_a_disk_known_by_its_whole_cid_is_no_orphan(cloud, tmp_path):
         name, dot, _ = disk_cid.partition(".")
         assert dot, f"{disk_cid}: no datastore pattern in the cid"
         assert listed(cpi.config_path, "disks")[name]["details"]["role"] == "persistent"
+        shown = cli(cpi.config_path, "show", "disk", disk_cid, "--json")  # by the cid the director knows
+        assert shown.returncode == 0 and json.loads(shown.stdout)["cid"] == name, shown.stderr
         lone = cpi("create_disk", 1024, {}, None)
         known = tmp_path / "known.json"
         known.write_text(json.dumps({"Tables": [{"Content": "disks", "Header": {"disk_cid": "Disk CID"},
