@@ -105,13 +105,25 @@ def classifier(*, idempotent: bool = True, also: Callable[[str], bool] | None = 
             if error_code in TRANSIENT_CODES or (status(exc) or 0) >= 500:
                 return retry.Verdict(retry.Kind.TRANSIENT, error_code, _retry_after(exc))
             return retry.PERMANENT
-        if isinstance(exc, (bexc.EndpointConnectionError, bexc.ConnectTimeoutError)):
-            return retry.Verdict(retry.Kind.TRANSIENT, type(exc).__name__)
+        connecting = unreached(exc)
+        if connecting is not None:
+            return connecting
         if isinstance(exc, (bexc.ReadTimeoutError, bexc.ConnectionClosedError)):
             return retry.Verdict(retry.Kind.TRANSIENT, type(exc).__name__) if idempotent else retry.PERMANENT
         return retry.PERMANENT
 
     return classify
+
+
+def unreached(exc: BaseException) -> retry.Verdict | None:
+    """The verdict on a request that could not open its connection (nothing was sent):
+    retry.unreached's, for what botocore raises when connecting."""
+    from botocore import exceptions as bexc
+
+    if not isinstance(exc, bexc.ConnectionError):  # EndpointConnectionError, ConnectTimeoutError, SSLError, proxy
+        return None
+    kind = retry.Kind.PERMANENT if isinstance(exc, bexc.SSLError) else retry.Kind.UNREACHABLE
+    return retry.unreached(exc) or retry.Verdict(kind, type(exc).__name__, unopened=True)
 
 
 def to_cloud_error(exc: BaseException, what: str, credentials: str | None = None) -> CloudError:
