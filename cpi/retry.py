@@ -185,18 +185,19 @@ class _Policy:
                     self.verdict.reason or _describe(state))
 
     def before_sleep(self, state: tenacity.RetryCallState) -> None:
-        used, budget = self.elapsed(state), self.budget
-        if self.unreachable_since is not None:
-            used, budget = time.monotonic() - self.unreachable_since, min(UNREACHABLE_BUDGET, self.budget)
+        unopened = "" if self.unreachable_since is None else (
+            f", connections unopened for {time.monotonic() - self.unreachable_since:.1f}s of "
+            f"{min(UNREACHABLE_BUDGET, self.budget):g}s")
         log.info(
-            "%s %s (%s); attempt %d failed, retrying in %.1fs (%.1fs of %.0fs budget used)",
+            "%s %s (%s); attempt %d failed, retrying in %.1fs (%.1fs of %.0fs budget used)%s",
             self.what,
             self.verdict.kind.value,
             self.verdict.reason or _describe(state),
             state.attempt_number,
             state.upcoming_sleep,
-            used,
-            budget,
+            self.elapsed(state),
+            self.budget,
+            unopened,
         )
 
 

@@ -139,7 +139,8 @@ def to_cloud_error(exc: BaseException, *, what: str, endpoint: str, user: str, s
     name = fault_name(exc)
     if isinstance(exc, ConnectFailed):
         if exc.tls:
-            return CloudError(scrub(f"{what}: TLS with {peer} at {endpoint} failed ({exc.__cause__}); {tls_hint}",
+            return CloudError(scrub(f"{what}: TLS with {peer} at {endpoint} failed ({exc.__cause__}); {tls_hint}, "
+                                    f"and that {address_key} names its HTTPS port",
                                     secrets))
         return retry.unreached_error(unreached(exc), what=what, endpoint=f"{peer} at {endpoint}", setting=address_key,
                                      tls_setting=ca_key)

@@ -1,0 +1,184 @@
+"""An endpoint that cannot be reached fails the call fast, naming the endpoint and the
+cpi.json setting that names it, on every cloud (#32): a closed port, a host name that does
+not resolve (`.invalid`: offline, at once) and a server that speaks no TLS, through real
+bin/cpi processes. has_vm on a closed AWS port used to answer after 203 s (51 attempts,
+ok_to_retry true), on a closed vCenter or NSX manager after 300 s.
+
+The cases set retry_budget_seconds to 2, which bounds the short budget of unreachable
+endpoints too, so each takes a few seconds; the default bound (under 30 s, while the
+throttling budget stays 600 s) is shown once, on AWS. That throttling and 5xx keep their
+budgets is tests/unit/test_retry_budget.py's (and tests/aws/test_aws_cases.py's, live)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from tests.openstack import target as os_target
+from tests.openstack.fixtures import openstack_cloud  # noqa: F401 - a fixture
+from tests.support.listener import Listener
+from tests.support.runner import Cpi
+from tests.vsphere import target as vsphere_target
+
+SECRET = "unreachable-s3cret-pw"
+#: the budget of the quick cases, and what one bin/cpi process may take besides
+BUDGET = 2
+SLACK = 6
+MISSING = "nonexistent.invalid"
+
+
+@pytest.fixture(scope="module")
+def closed():
+    """`127.0.0.1:PORT` that refuses connections: bound, never listening, so nothing else takes it."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    yield f"127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """`127.0.0.1:PORT` of a server that answers in plain HTTP: a TLS handshake fails there."""
+    listener = Listener()
+    yield listener.url.split("://", 1)[1]
+    listener.close()
+
+
+def aws(path: Path, endpoint: str, **properties) -> Path:
+    config = {"cloud": {"plugin": "aws", "properties": {
+        "aws": {"ec2_endpoint": endpoint, "region": "us-east-1", "credentials_source": "static",
+                "access_key_id": "AKIAUNREACHABLE", "secret_access_key": SECRET, **properties},
+        "agent": {"mbus": f"nats://nats:{SECRET}@127.0.0.1:4222"}}}}
+    path.write_text(json.dumps(config))
+    return path
+
+
+#: what os_target.cpi_properties reads: Keystone is never reached, so no real account
+NO_OPENSTACK = {"username": "cpi", "password": SECRET, "project_name": "cpi", "domain": "Default",
+                "region": "RegionOne"}
+
+
+def openstack(path: Path, auth_url: str) -> Path:
+    return os_target.write_config(path, {**NO_OPENSTACK, "auth_url": auth_url}, retry_budget_seconds=BUDGET,
+                                  token_cache=False)
+
+
+def vsphere(path: Path, vcenter: str, **properties) -> Path:
+    host, _, port = vcenter.rpartition(":") if vcenter.count(":") == 1 else (vcenter, "", "443")
+    server = types.SimpleNamespace(host=host, port=int(port), username="administrator@vsphere.local", password=SECRET)
+    return vsphere_target.write_config(path, server, retry_budget_seconds=BUDGET, **properties)
+
+
+HAS_VM = ("has_vm", "i-0123456789abcdef0")
+#: a managed network: create_network asks NSX-T only, never the vCenter
+CREATE_NETWORK = ("create_network", {"type": "manual", "range": "192.168.5.0/24", "gateway": "192.168.5.1",
+                                     "cloud_properties": {"t0_router_id": "t0-1", "transport_zone_id": "tz-1"}})
+
+#: (config(path, closed, plain), request, what the message must say: the endpoint, why, the setting)
+CASES = {
+    "aws-refused": (lambda p, closed, plain: aws(p, f"http://{closed}", retry_budget_seconds=BUDGET), HAS_VM,
+                    ["cannot open a connection to http://{closed}: connection refused", "check aws.ec2_endpoint"]),
+    "aws-unknown-host": (lambda p, closed, plain: aws(p, f"https://ec2.{MISSING}", retry_budget_seconds=BUDGET),
+                         HAS_VM, [f"https://ec2.{MISSING}: the host name does not resolve", "aws.ec2_endpoint"]),
+    "aws-no-tls": (lambda p, closed, plain: aws(p, f"https://{plain}", retry_budget_seconds=BUDGET), HAS_VM,
+                   ["cannot open a connection to https://{plain}: TLS handshake failed",
+                    "check aws.ca_cert_file (or aws.connection_options.ca_cert) and aws.ec2_endpoint"]),
+    "openstack-auth-refused": (lambda p, closed, plain: openstack(p, f"http://{closed}/v3"), HAS_VM,
+                               ["keystone token: cannot open a connection to http://{closed}/v3: connection refused",
+                                "check openstack.auth_url"]),
+    "openstack-auth-unknown-host": (lambda p, closed, plain: openstack(p, f"https://keystone.{MISSING}:5000/v3"),
+                                    HAS_VM, ["the host name does not resolve", "check openstack.auth_url"]),
+    "vsphere-refused": (lambda p, closed, plain: vsphere(p, closed), HAS_VM,
+                        ["cannot open a connection to the vCenter at {closed}: connection refused",
+                         "check vsphere.host (the job's vcenter.host)"]),
+    "vsphere-unknown-host": (lambda p, closed, plain: vsphere(p, f"vcenter.{MISSING}"), HAS_VM,
+                             [f"the vCenter at vcenter.{MISSING}:443: the host name does not resolve",
+                              "check vsphere.host"]),
+    "vsphere-no-tls": (lambda p, closed, plain: vsphere(p, plain), HAS_VM,
+                       ["TLS with the vCenter at {plain} failed", "WRONG_VERSION_NUMBER",
+                        "that vsphere.host (the job's vcenter.host) names its HTTPS port"]),
+    "nsxt-refused": (lambda p, closed, plain: vsphere(p, closed, nsxt={"host": closed, "username": "admin",
+                                                                       "password": SECRET}), CREATE_NETWORK,
+                     ["cannot open a connection to the NSX-T manager at {closed}: connection refused",
+                      "check nsxt.host (the job's vcenter.nsxt.host)"]),
+}
+
+
+def unreachable(cpi: Cpi, request: tuple, bound: float) -> tuple[dict, str, float]:
+    """The call's error (a CloudError, not ok_to_retry), its log, and how long it took,
+    checked to be within `bound` and to leak no secret."""
+    started = time.monotonic()
+    response = cpi.call(*request)
+    took = time.monotonic() - started
+    assert took < bound, (took, response.log)
+    error = response.error
+    assert error is not None, response.log
+    assert error["type"] == "Bosh::Clouds::CloudError" and error["ok_to_retry"] is False, error
+    assert SECRET not in response.raw and SECRET not in response.stderr
+    return error, response.log, took
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_unreachable_endpoint_fails_fast_naming_it_and_its_setting(case, closed, plain, tmp_path):
+    config, request, said = CASES[case]
+    error, log, _ = unreachable(Cpi(config(tmp_path / "cpi.json", closed, plain)), request, BUDGET + SLACK)
+    for text in said:
+        assert text.format(closed=closed, plain=plain) in error["message"], error["message"]
+    if "TLS" not in said[0]:
+        assert "unreachable (" in log  # retried as a connection never opened, not as a busy service
+
+
+def test_by_default_a_closed_port_fails_within_30_s_while_throttling_keeps_600(closed, tmp_path):
+    from cpi.clouds.aws.props import AwsProperties
+
+    assert AwsProperties.model_fields["retry_budget_seconds"].default == 600  # throttling's budget is unchanged
+    error, log, took = unreachable(Cpi(aws(tmp_path / "cpi.json", f"http://{closed}")), HAS_VM, 30)
+    assert took > 5, took  # retried meanwhile: a refusal while a load balancer restarts is not fatal
+    assert "of 600s budget used), connections unopened for" in log and "would pass their budget (10s)" in log
+    assert f"http://{closed}" in error["message"] and "aws.ec2_endpoint" in error["message"]
+
+
+def test_a_closed_service_endpoint_behind_a_working_keystone_is_named(openstack_cloud, closed, tmp_path):  # noqa: F811
+    path = os_target.write_config(tmp_path / "cpi.json", openstack_cloud.env, retry_budget_seconds=BUDGET,
+                                  endpoint_overrides={"compute": f"http://{closed}/v2.1"})
+    error, _, _ = unreachable(Cpi(path), HAS_VM, BUDGET + SLACK)
+    assert error["message"].startswith(f"compute GET /servers/{HAS_VM[1]}: cannot open a connection to "
+                                       f"http://{closed}: connection refused; check "
+                                       "openstack.endpoint_overrides.compute"), error["message"]
+
+
+def test_a_closed_redis_store_costs_the_call_nothing_and_warns_once_naming_it(openstack_cloud, closed,  # noqa: F811
+                                                                               tmp_path):
+    """Redis only shares the pace: the call goes on with this machine's file, after one
+    warning for all its endpoints (Keystone's and Nova's here), with the password masked."""
+    path = os_target.write_config(tmp_path / "cpi.json", openstack_cloud.env)
+    config = json.loads(path.read_text())
+    config["cloud"]["properties"]["throttle"] = {"redis_url": f"redis://:{SECRET}@{closed}/0",
+                                                 "state_dir": str(tmp_path / "throttle")}
+    path.write_text(json.dumps(config))
+    started = time.monotonic()
+    response = Cpi(path).call(*HAS_VM)
+    assert response.result is False
+    assert time.monotonic() - started < SLACK
+    warnings = [line for line in response.log.splitlines() if "Redis" in line]
+    assert len(warnings) == 1, warnings
+    assert f"the Redis at {closed} (throttle.redis_url) cannot be reached: connection refused" in warnings[0]
+    assert SECRET not in response.raw and SECRET not in response.stderr
+
+
+
+def test_an_endpoint_derived_from_the_region_names_the_region():
+    from cpi.clouds.aws.props import AwsProperties
+    from cpi.clouds.aws.session import Aws
+
+    keys = {"credentials_source": "static", "access_key_id": "AKIAUNREACHABLE", "secret_access_key": SECRET}
+    derived = Aws(AwsProperties.model_validate({"region": "eu-west-1", "dualstack": True, **keys}))
+    assert derived.endpoint_setting("ec2") == ("aws.region with aws.dualstack (the endpoint is derived from it; "
+                                               "aws.ec2_endpoint names one)")
+    assert Aws(AwsProperties.model_validate({"region": "eu-west-1", "elb_endpoint": "https://elb.x", **keys})
+               ).endpoint_setting("elbv2") == "aws.elb_endpoint"
