@@ -24,11 +24,12 @@ resolve, no route, no handshake within connect_timeout) is neither: the service 
 the request, so it cannot be throttling, and an endpoint that refuses connections is far
 more often misconfigured than restarting. It gets a few quick retries within
 UNREACHABLE_BUDGET (10 s, or the call's budget if smaller), never the throttling budget:
-the Ruby AWS CPI took 80 s and this one took 226 s to say that a closed port was closed.
-`unreached(exc)` recognises such a failure in whatever an SDK wrapped it in, and
-`unreached_error` words the one error the operator then sees: the endpoint and the
-cpi.json setting that names it. A TLS handshake that fails is reported the same way, but
-not retried: a certificate does not become trusted in seconds.
+the Ruby AWS CPI takes 80 s, and this one took 203 s here (226 s in #32), to say that a
+closed port was closed. `unreached(exc)` recognises such a failure in whatever an SDK
+wrapped it in (cpi.connecting), and `unreached_error` words the one error the operator
+then sees: the endpoint and the cpi.json setting that names it. A TLS handshake that fails
+is reported the same way, but not retried: a certificate does not become trusted in
+seconds.
 
 With `shared=KEY` the attempts also go through the backoff shared by every CPI process on
 the machine (cpi.backoff): one throttled process slows its siblings down.

@@ -182,3 +182,21 @@ def test_an_endpoint_derived_from_the_region_names_the_region():
                                                "aws.ec2_endpoint names one)")
     assert Aws(AwsProperties.model_validate({"region": "eu-west-1", "elb_endpoint": "https://elb.x", **keys})
                ).endpoint_setting("elbv2") == "aws.elb_endpoint"
+
+
+def test_a_catalog_endpoint_names_what_chose_it():
+    """A service endpoint from Keystone's catalog (not an override) is named by what picks
+    it there; an override by its key."""
+    from cpi.clouds.openstack.props import OpenStackProperties
+    from cpi.clouds.openstack.session import OpenStack
+
+    base = {"auth_url": "https://keystone:5000/v3", "username": "u", "api_key": SECRET, "project": "p",
+            "domain": "default"}
+    catalog = OpenStack(OpenStackProperties.model_validate(base))
+    assert catalog._setting_of("compute") == ("the service catalog's compute endpoint for openstack.region and "
+                                              "openstack.endpoint_type (openstack.endpoint_overrides.compute "
+                                              "replaces it)")
+    assert catalog._setting_of("identity") == "openstack.auth_url"
+    overridden = OpenStack(OpenStackProperties.model_validate(
+        {**base, "endpoint_overrides": {"volumev3": "https://cinder:8776/v3"}}))
+    assert overridden._setting_of("block-storage") == "openstack.endpoint_overrides.block-storage"
