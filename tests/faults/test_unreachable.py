@@ -49,6 +49,24 @@ def plain():
     listener.close()
 
 
+@pytest.fixture(scope="module")
+def silent():
+    """`127.0.0.1:PORT` that never completes a connection, as a host behind a firewall that
+    drops packets: a listener whose backlog of one is taken and never accepted."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    taken = socket.create_connection(listener.getsockname())
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    taken.close()
+    listener.close()
+
+
+@pytest.fixture(scope="module")
+def at(closed, plain, silent):
+    return types.SimpleNamespace(closed=closed, plain=plain, silent=silent)
+
+
 def aws(path: Path, endpoint: str, **properties) -> Path:
     config = {"cloud": {"plugin": "aws", "properties": {
         "aws": {"ec2_endpoint": endpoint, "region": "us-east-1", "credentials_source": "static",
@@ -63,9 +81,9 @@ NO_OPENSTACK = {"username": "cpi", "password": SECRET, "project_name": "cpi", "d
                 "region": "RegionOne"}
 
 
-def openstack(path: Path, auth_url: str) -> Path:
+def openstack(path: Path, auth_url: str, **properties) -> Path:
     return os_target.write_config(path, {**NO_OPENSTACK, "auth_url": auth_url}, retry_budget_seconds=BUDGET,
-                                  token_cache=False)
+                                  token_cache=False, **properties)
 
 
 def vsphere(path: Path, vcenter: str, **properties) -> Path:
@@ -79,30 +97,35 @@ HAS_VM = ("has_vm", "i-0123456789abcdef0")
 CREATE_NETWORK = ("create_network", {"type": "manual", "range": "192.168.5.0/24", "gateway": "192.168.5.1",
                                      "cloud_properties": {"t0_router_id": "t0-1", "transport_zone_id": "tz-1"}})
 
-#: (config(path, closed, plain), request, what the message must say: the endpoint, why, the setting)
+#: (config(path, at), request, what the message must say: the endpoint, why, the setting)
 CASES = {
-    "aws-refused": (lambda p, closed, plain: aws(p, f"http://{closed}", retry_budget_seconds=BUDGET), HAS_VM,
+    "aws-refused": (lambda p, at: aws(p, f"http://{at.closed}", retry_budget_seconds=BUDGET), HAS_VM,
                     ["cannot open a connection to http://{closed}: connection refused", "check aws.ec2_endpoint"]),
-    "aws-unknown-host": (lambda p, closed, plain: aws(p, f"https://ec2.{MISSING}", retry_budget_seconds=BUDGET),
+    "aws-unknown-host": (lambda p, at: aws(p, f"https://ec2.{MISSING}", retry_budget_seconds=BUDGET),
                          HAS_VM, [f"https://ec2.{MISSING}: the host name does not resolve", "aws.ec2_endpoint"]),
-    "aws-no-tls": (lambda p, closed, plain: aws(p, f"https://{plain}", retry_budget_seconds=BUDGET), HAS_VM,
+    "aws-no-tls": (lambda p, at: aws(p, f"https://{at.plain}", retry_budget_seconds=BUDGET), HAS_VM,
                    ["cannot open a connection to https://{plain}: TLS handshake failed",
                     "check aws.ca_cert_file (or aws.connection_options.ca_cert) and aws.ec2_endpoint"]),
-    "openstack-auth-refused": (lambda p, closed, plain: openstack(p, f"http://{closed}/v3"), HAS_VM,
+    "aws-silent": (lambda p, at: aws(p, f"http://{at.silent}", connect_timeout=0.5, retry_budget_seconds=BUDGET),
+                   HAS_VM, ["http://{silent}: no connection within connect_timeout", "check aws.ec2_endpoint"]),
+    # the token request once waited read_timeout (120 s) to connect
+    "openstack-auth-silent": (lambda p, at: openstack(p, f"http://{at.silent}/v3", connect_timeout=0.5), HAS_VM,
+                              ["http://{silent}/v3: no connection within connect_timeout", "openstack.auth_url"]),
+    "openstack-auth-refused": (lambda p, at: openstack(p, f"http://{at.closed}/v3"), HAS_VM,
                                ["keystone token: cannot open a connection to http://{closed}/v3: connection refused",
                                 "check openstack.auth_url"]),
-    "openstack-auth-unknown-host": (lambda p, closed, plain: openstack(p, f"https://keystone.{MISSING}:5000/v3"),
+    "openstack-auth-unknown-host": (lambda p, at: openstack(p, f"https://keystone.{MISSING}:5000/v3"),
                                     HAS_VM, ["the host name does not resolve", "check openstack.auth_url"]),
-    "vsphere-refused": (lambda p, closed, plain: vsphere(p, closed), HAS_VM,
+    "vsphere-refused": (lambda p, at: vsphere(p, at.closed), HAS_VM,
                         ["cannot open a connection to the vCenter at {closed}: connection refused",
                          "check vsphere.host (the job's vcenter.host)"]),
-    "vsphere-unknown-host": (lambda p, closed, plain: vsphere(p, f"vcenter.{MISSING}"), HAS_VM,
+    "vsphere-unknown-host": (lambda p, at: vsphere(p, f"vcenter.{MISSING}"), HAS_VM,
                              [f"the vCenter at vcenter.{MISSING}:443: the host name does not resolve",
                               "check vsphere.host"]),
-    "vsphere-no-tls": (lambda p, closed, plain: vsphere(p, plain), HAS_VM,
+    "vsphere-no-tls": (lambda p, at: vsphere(p, at.plain), HAS_VM,
                        ["TLS with the vCenter at {plain} failed", "WRONG_VERSION_NUMBER",
                         "that vsphere.host (the job's vcenter.host) names its HTTPS port"]),
-    "nsxt-refused": (lambda p, closed, plain: vsphere(p, closed, nsxt={"host": closed, "username": "admin",
+    "nsxt-refused": (lambda p, at: vsphere(p, at.closed, nsxt={"host": at.closed, "username": "admin",
                                                                        "password": SECRET}), CREATE_NETWORK,
                      ["cannot open a connection to the NSX-T manager at {closed}: connection refused",
                       "check nsxt.host (the job's vcenter.nsxt.host)"]),
@@ -124,11 +147,11 @@ def unreachable(cpi: Cpi, request: tuple, bound: float) -> tuple[dict, str, floa
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_an_unreachable_endpoint_fails_fast_naming_it_and_its_setting(case, closed, plain, tmp_path):
+def test_an_unreachable_endpoint_fails_fast_naming_it_and_its_setting(case, at, tmp_path):
     config, request, said = CASES[case]
-    error, log, _ = unreachable(Cpi(config(tmp_path / "cpi.json", closed, plain)), request, BUDGET + SLACK)
+    error, log, _ = unreachable(Cpi(config(tmp_path / "cpi.json", at)), request, BUDGET + SLACK)
     for text in said:
-        assert text.format(closed=closed, plain=plain) in error["message"], error["message"]
+        assert text.format(**vars(at)) in error["message"], error["message"]
     if "TLS" not in said[0]:
         assert "unreachable (" in log  # retried as a connection never opened, not as a busy service
 

@@ -140,9 +140,14 @@ class OpenStack:
                 auth=self._auth_plugin(),
                 session=http,
                 verify=self._verify(),
-                timeout=self.properties.read_timeout,  # the token request; the others get both below
                 app_name=APP_NAME,
             )
+            # What the token request (and discovery) is sent with; `request` gives its own. Set
+            # here because the constructor takes one number, which requests would use for the
+            # connection too: a Keystone that drops SYNs was waited on for read_timeout (120 s)
+            # per attempt, not connect_timeout.
+            self._session.timeout = (self.properties.connect_timeout,  # type: ignore[assignment]  # requests' pair
+                                     self.properties.read_timeout)
         return self._session
 
     @property
