@@ -33,6 +33,10 @@ def failure(exc: BaseException) -> Failure | None:
     import ssl
 
     chain = list(causes(exc))
+    if any(isinstance(e, TimeoutError) and "handshake" in str(e) for e in chain):
+        # urllib3 calls it a read timeout, but nothing was sent: the server took the
+        # connection and never answered the TLS hello
+        return Failure("the server accepted the connection but answered no TLS handshake within connect_timeout")
     if any("ReadTimeout" in type(e).__name__ for e in chain):
         return None  # keystoneauth says ConnectTimeout for read timeouts too
     for e in chain:

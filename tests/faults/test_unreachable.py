@@ -21,6 +21,7 @@ import pytest
 
 from tests.openstack import target as os_target
 from tests.openstack.fixtures import openstack_cloud  # noqa: F401 - a fixture
+from tests.operator.test_cli_timeout import Hung
 from tests.support.listener import Listener
 from tests.support.runner import Cpi
 from tests.vsphere import target as vsphere_target
@@ -63,8 +64,17 @@ def silent():
 
 
 @pytest.fixture(scope="module")
-def at(closed, plain, silent):
-    return types.SimpleNamespace(closed=closed, plain=plain, silent=silent)
+def mute():
+    """`127.0.0.1:PORT` that takes every connection and never says a word: a TLS client's
+    hello goes unanswered (to urllib3, a read timeout; but nothing was sent)."""
+    server = Hung()
+    yield f"127.0.0.1:{server.port}"
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def at(closed, plain, silent, mute):
+    return types.SimpleNamespace(closed=closed, plain=plain, silent=silent, mute=mute)
 
 
 def aws(path: Path, endpoint: str, **properties) -> Path:
@@ -108,6 +118,11 @@ CASES = {
                     "check aws.ca_cert_file (or aws.connection_options.ca_cert) and aws.ec2_endpoint"]),
     "aws-silent": (lambda p, at: aws(p, f"http://{at.silent}", connect_timeout=0.5, retry_budget_seconds=BUDGET),
                    HAS_VM, ["http://{silent}: no connection within connect_timeout", "check aws.ec2_endpoint"]),
+    "aws-mute": (lambda p, at: aws(p, f"https://{at.mute}", connect_timeout=0.5, retry_budget_seconds=BUDGET),
+                 HAS_VM, [("https://{mute}: the server accepted the connection but answered no TLS handshake within "
+                          "connect_timeout"), "check aws.ec2_endpoint"]),
+    "openstack-auth-mute": (lambda p, at: openstack(p, f"https://{at.mute}/v3", connect_timeout=0.5), HAS_VM,
+                            ["https://{mute}/v3: the server accepted the connection but answered no TLS handshake"]),
     # the token request once waited read_timeout (120 s) to connect
     "openstack-auth-silent": (lambda p, at: openstack(p, f"http://{at.silent}/v3", connect_timeout=0.5), HAS_VM,
                               ["http://{silent}/v3: no connection within connect_timeout", "openstack.auth_url"]),

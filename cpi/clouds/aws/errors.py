@@ -120,6 +120,8 @@ def unreached(exc: BaseException) -> retry.Verdict | None:
     retry.unreached's, for what botocore raises when connecting."""
     from botocore import exceptions as bexc
 
+    if isinstance(exc, bexc.ReadTimeoutError):  # a TLS handshake never answered is one too
+        return retry.unreached(exc)
     if not isinstance(exc, bexc.ConnectionError):  # EndpointConnectionError, ConnectTimeoutError, SSLError, proxy
         return None
     kind = retry.Kind.PERMANENT if isinstance(exc, bexc.SSLError) else retry.Kind.UNREACHABLE
