@@ -157,10 +157,11 @@ def to_cloud_error(exc: BaseException, what: str, credentials: str | None = None
             "credentials_source static with access_key_id and secret_access_key, or provide an instance profile"
         )
     if isinstance(exc, bexc.EndpointConnectionError):
-        # an endpoint written with user:password@ shows neither
+        # (requests go through Aws.retrying, which names the endpoint's own setting; this is
+        # for what botocore sends elsewhere.) An endpoint written with user:password@ shows neither.
         text = re.sub(r"//[^/@\s\"']*@", "//",
                       f"cannot reach {getattr(exc, 'kwargs', {}).get('endpoint_url', 'the endpoint')}: {exc}")
-        return CloudError(f"{what}: {text}; check region and the *_endpoint properties", ok_to_retry=True)
+        return CloudError(f"{what}: {text}; check region and the *_endpoint properties")
     if isinstance(exc, bexc.BotoCoreError):
         return CloudError(f"{what}: {type(exc).__name__}: {exc}")
     return CloudError(f"{what}: unexpected {type(exc).__name__}: {exc}")
