@@ -112,7 +112,7 @@ class Backoff:
 #: within its short budget.
 THROTTLED_BACKOFF = Backoff(base=1.0, cap=30.0)
 TRANSIENT_BACKOFF = Backoff(base=0.25, cap=10.0)
-UNREACHABLE_BACKOFF = Backoff(base=1.0, cap=4.0)
+UNREACHABLE_BACKOFF = Backoff(base=0.5, cap=4.0)
 _BACKOFFS = {Kind.THROTTLED: THROTTLED_BACKOFF, Kind.UNREACHABLE: UNREACHABLE_BACKOFF}
 
 
