@@ -41,6 +41,10 @@ log = logging.getLogger("cpi.audit")
 #: The setting that chooses the file, as errors name it.
 PATH_SETTING = "cloud.properties.audit.path"
 FILE_NAME = "audit.log"
+#: The job's directory on a BOSH VM's persistent disk (/var/vcap/store/<job>), which the
+#: release's bin/cpi and bin/cpi-operator export when there is one (jobs/cpi/templates/env.sh.erb):
+#: the trail kept there outlives the VM, which create-env recreates from the stemcell.
+JOB_STORE = "CPI_JOB_STORE"
 #: The longest line written (bytes, newline included).
 MAX_LINE = 16 * 1024
 #: Seconds to wait for the file's lock (held for one write at a time): a holder that is
@@ -59,7 +63,8 @@ class AuditConfig(BaseModel):
     path: Path | None = Field(
         None,
         description="The audit file (its directory is created 0700 and refused if another user owns it or can "
-        "write to it). Default: `audit.log` in the local cloud's state_dir; for other clouds "
+        "write to it). Default: `audit.log` in the local cloud's state_dir; for other clouds, run from the "
+        "release's job on a BOSH VM, `/var/vcap/store/<job>/audit/audit.log` on its persistent disk, else "
         "`~/.cache/bosh-cpi/audit/audit.log` in the CPI user's home. Several configs may share one: each line "
         "names its cloud and account, and `cpi audit` shows its config's own.",
     )
@@ -85,13 +90,18 @@ DEPLOYMENT_METHODS = frozenset({"set_vm_metadata", "set_disk_metadata", "snapsho
 def default_path(cfg: Any) -> Path:
     """Where the trail of a config (cpi.config.Config) goes unless `audit.path` says:
     the cloud's own private state area when it has one (`audit_path(properties)` on its
-    class: the local cloud's state_dir), else ~/.cache/bosh-cpi/audit."""
+    class: the local cloud's state_dir); else, run from the release's job on a BOSH VM, the
+    job's directory on the persistent disk ($CPI_JOB_STORE/audit), where the trail outlives
+    the VM; else ~/.cache/bosh-cpi/audit."""
     audit = getattr(cfg, "audit", None)
     if audit is not None and audit.path is not None:
         return Path(audit.path).expanduser()
     own = getattr(cfg.cloud_class, "audit_path", None)
     if own is not None:
         return Path(own(cfg.properties))
+    store = os.environ.get(JOB_STORE, "")
+    if os.path.isabs(store):
+        return Path(store) / "audit" / FILE_NAME
     return private.cache_dir("audit", PATH_SETTING) / FILE_NAME
 
 

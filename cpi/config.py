@@ -88,6 +88,8 @@ class Config:
     throttle: ThrottleConfig
     raw: dict  # the file as read, kept to collect secrets for redaction
     audit: AuditConfig = field(default_factory=AuditConfig)
+    #: the keys no model knows, left out with a warning (validation.strict off): `cpi validate` reports them
+    ignored: list[validation.Ignored] = field(default_factory=list)
 
 
 def _overrides(plugin: str, cloud_class: type[Cloud], context: dict, section: dict) -> dict:
@@ -150,20 +152,20 @@ def _official_shape(cloud_class: type[Cloud], section: dict, plugin: str) -> dic
     return shaped if isinstance(shaped, dict) else section
 
 
-def _section(model: type[BaseModel], data: dict, name: str) -> Any:
-    """`cloud.properties.<name>` validated (an unknown key ignored with a warning unless
-    validation.strict), or a CpiError naming each bad field."""
+def _section(model: type[BaseModel], data: dict, name: str, ignored: list[validation.Ignored] | None = None) -> Any:
+    """`cloud.properties.<name>` validated (an unknown key ignored with a warning, and added
+    to `ignored`, unless validation.strict), or a CpiError naming each bad field."""
     try:
-        return validation.validate(model, data, f"cloud.properties.{name}")
+        return validation.validate(model, data, f"cloud.properties.{name}", ignored)
     except ValidationError as exc:
-        raise CpiError(f"invalid config: {describe(exc, f'cloud.properties.{name}')}") from None
+        raise CpiError(f"invalid config: {describe(exc, f'cloud.properties.{name}', model=model)}") from None
 
 
 def _file(raw: dict) -> _File:
     try:
         return _File.model_validate(raw)
     except ValidationError as exc:
-        raise CpiError(f"invalid config: {describe(exc)}") from None
+        raise CpiError(f"invalid config: {describe(exc, model=_File)}") from None
 
 
 def info(raw: dict) -> dict:
@@ -223,11 +225,12 @@ def build(raw: dict, context: dict | None = None) -> Config:
     section = _official_shape(cloud_class, section, where)
     overrides = _overrides(plugin, cloud_class, context or {}, section)
     _no_nul(overrides, "context")
-    properties = _section(cloud_class.Properties, {**section, **overrides}, where)
+    ignored: list[validation.Ignored] = []
+    properties = _section(cloud_class.Properties, {**section, **overrides}, where, ignored)
     sections = file.cloud.properties
-    agent = _section(AgentConfig, sections.get("agent") or {}, "agent")
-    debug = _section(DebugConfig, sections.get("debug") or {}, "debug")
-    throttle = _section(ThrottleConfig, sections.get("throttle") or {}, "throttle")
-    audit = _section(AuditConfig, sections.get("audit") or {}, "audit")
+    agent = _section(AgentConfig, sections.get("agent") or {}, "agent", ignored)
+    debug = _section(DebugConfig, sections.get("debug") or {}, "debug", ignored)
+    throttle = _section(ThrottleConfig, sections.get("throttle") or {}, "throttle", ignored)
+    audit = _section(AuditConfig, sections.get("audit") or {}, "audit", ignored)
     return Config(plugin=plugin, cloud_class=cloud_class, properties=properties, agent=agent, debug=debug,
-                  throttle=throttle, raw=raw, audit=audit)
+                  throttle=throttle, raw=raw, audit=audit, ignored=ignored)

@@ -19,6 +19,18 @@ API:
 larger base delay), PERMANENT is raised at once. A verdict may carry `retry_after`
 (seconds), which the wait honours as a minimum.
 
+UNREACHABLE (the connection could not be opened: refused, a host name that does not
+resolve, no route, no handshake within connect_timeout) is neither: the service never saw
+the request, so it cannot be throttling, and an endpoint that refuses connections is far
+more often misconfigured than restarting. It gets a few quick retries within
+UNREACHABLE_BUDGET (10 s, or the call's budget if smaller), never the throttling budget:
+the Ruby AWS CPI takes 80 s, and this one took 203 s here (226 s in #32), to say that a
+closed port was closed. `unreached(exc)` recognises such a failure in whatever an SDK
+wrapped it in (cpi.connecting), and `unreached_error` words the one error the operator
+then sees: the endpoint and the cpi.json setting that names it. A TLS handshake that fails
+is reported the same way, but not retried: a certificate does not become trusted in
+seconds.
+
 With `shared=KEY` the attempts also go through the backoff shared by every CPI process on
 the machine (cpi.backoff): one throttled process slows its siblings down.
 """
@@ -29,12 +41,14 @@ import enum
 import functools
 import logging
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cpi import backoff
+from cpi.errors import CloudError
 
 if TYPE_CHECKING:
     import tenacity
@@ -48,11 +62,16 @@ T = TypeVar("T")
 DEFAULT_BUDGET = 600.0
 #: Backstop on attempts, far above what a budget normally allows.
 DEFAULT_MAX_ATTEMPTS = 100
+#: How long a connection that cannot be opened is tried again: long enough for a refusal
+#: while a load balancer or an API service restarts, short enough that a wrong endpoint is
+#: named well within 30 s (a silent host: one connect_timeout, 10 s by default).
+UNREACHABLE_BUDGET = 10.0
 
 
 class Kind(enum.Enum):
     THROTTLED = "throttled"
     TRANSIENT = "transient"
+    UNREACHABLE = "unreachable"
     PERMANENT = "permanent"
 
 
@@ -63,6 +82,9 @@ class Verdict:
     reason: str = ""
     #: seconds the service asked us to wait (Retry-After), if it said
     retry_after: float | None = None
+    #: the connection could not be opened, so nothing was sent (UNREACHABLE, or a TLS
+    #: handshake that failed: PERMANENT): `call`'s `unreachable` words the error
+    unopened: bool = False
 
     @property
     def retryable(self) -> bool:
@@ -86,9 +108,12 @@ class Backoff:
         return rng.uniform(0, ceiling)
 
 
-#: Throttling wants longer pauses than a dropped connection.
+#: Throttling wants longer pauses than a dropped connection; a closed port, short ones
+#: within its short budget.
 THROTTLED_BACKOFF = Backoff(base=1.0, cap=30.0)
 TRANSIENT_BACKOFF = Backoff(base=0.25, cap=10.0)
+UNREACHABLE_BACKOFF = Backoff(base=0.5, cap=4.0)
+_BACKOFFS = {Kind.THROTTLED: THROTTLED_BACKOFF, Kind.UNREACHABLE: UNREACHABLE_BACKOFF}
 
 
 class _Policy:
@@ -106,16 +131,25 @@ class _Policy:
         self.max_attempts = max_attempts
         self.rng = rng or random.Random()
         self.verdict: Verdict = PERMANENT
+        #: time.monotonic() when the attempt now failing began (set by `call`), and when the
+        #: first of the unbroken run of UNREACHABLE attempts it ends began: the short budget
+        #: counts from there, so a refusal after minutes of throttling still gets its retries
+        self.attempt_started = 0.0
+        self.unreachable_since: float | None = None
 
     def retry(self, state: tenacity.RetryCallState) -> bool:
         exc = state.outcome.exception() if state.outcome else None
         if exc is None:
             return False
         self.verdict = self.classify(exc)
+        if self.verdict.kind is not Kind.UNREACHABLE:
+            self.unreachable_since = None
+        elif self.unreachable_since is None:
+            self.unreachable_since = self.attempt_started
         return self.verdict.retryable
 
     def wait(self, state: tenacity.RetryCallState) -> float:
-        curve = THROTTLED_BACKOFF if self.verdict.kind is Kind.THROTTLED else TRANSIENT_BACKOFF
+        curve = _BACKOFFS.get(self.verdict.kind, TRANSIENT_BACKOFF)
         delay = curve.delay(state.attempt_number, self.rng)
         if self.verdict.retry_after is not None:
             # a server's Retry-After, cut to throttle.max_retry_after (a day-long one would
@@ -135,6 +169,13 @@ class _Policy:
             self._give_up(state, f"after {elapsed:.1f}s: the next wait ({upcoming:.1f}s) would pass the budget "
                                  f"({self.budget:.0f}s)")
             return True
+        if self.unreachable_since is not None:
+            unreachable = time.monotonic() - self.unreachable_since
+            limit = min(UNREACHABLE_BUDGET, self.budget)
+            if unreachable + upcoming > limit:
+                self._give_up(state, f"after {unreachable:.1f}s of unopened connections: the next wait "
+                                     f"({upcoming:.1f}s) would pass their budget ({limit:g}s)")
+                return True
         return False
 
     def elapsed(self, state: tenacity.RetryCallState) -> float:
@@ -145,8 +186,11 @@ class _Policy:
                     self.verdict.reason or _describe(state))
 
     def before_sleep(self, state: tenacity.RetryCallState) -> None:
+        unopened = "" if self.unreachable_since is None else (
+            f", connections unopened for {time.monotonic() - self.unreachable_since:.1f}s of "
+            f"{min(UNREACHABLE_BUDGET, self.budget):g}s")
         log.info(
-            "%s %s (%s); attempt %d failed, retrying in %.1fs (%.1fs of %.0fs budget used)",
+            "%s %s (%s); attempt %d failed, retrying in %.1fs (%.1fs of %.0fs budget used)%s",
             self.what,
             self.verdict.kind.value,
             self.verdict.reason or _describe(state),
@@ -154,6 +198,7 @@ class _Policy:
             state.upcoming_sleep,
             self.elapsed(state),
             self.budget,
+            unopened,
         )
 
 
@@ -172,9 +217,12 @@ def call(
     sleep: Callable[[float], None] | None = None,
     rng: random.Random | None = None,
     shared: str | None = None,
+    unreachable: Callable[[Verdict], BaseException] | None = None,
 ) -> T:
     """Run `fn()` until it succeeds, a PERMANENT error, or the budget/attempts run out;
-    the last exception is re-raised unchanged, so callers translate it as usual.
+    the last exception is re-raised unchanged, so callers translate it as usual, but for
+    one whose connection could not be opened (`Verdict.unopened`): `unreachable(verdict)`,
+    when given, is raised instead (the caller knows which endpoint and setting to name).
 
     `shared` names the endpoint whose rate all CPI processes on this machine share
     (cpi.backoff): every attempt waits for its turn, a throttled answer slows every
@@ -207,6 +255,17 @@ def call(
             limiter.succeeded()
         return result
 
+    try:
+        return _retried(one, verdict_of, what, budget, max_attempts, sleep, rng)
+    except Exception as exc:
+        if unreachable is None or not verdict_of(exc).unopened:
+            raise
+        raise unreachable(verdict_of(exc)) from None
+
+
+def _retried(one: Callable[[], T], verdict_of: Classifier, what: str, budget: float, max_attempts: int,
+             sleep: Callable[[float], None] | None, rng: random.Random | None) -> T:
+    """`one()`, then under tenacity when it failed retryably."""
     started = time.monotonic()
     try:
         return one()
@@ -219,11 +278,13 @@ def call(
     def attempt() -> T:
         if first_failure:  # replay the bare attempt's failure, so tenacity counts and logs it
             raise first_failure.pop()
+        policy.attempt_started = time.monotonic()
         return one()
 
     import tenacity
 
     policy = _Policy(verdict_of, what, budget, max(1, max_attempts), rng, spent)
+    policy.attempt_started = started
     retrying = tenacity.Retrying(
         retry=policy.retry,
         wait=policy.wait,
@@ -233,6 +294,32 @@ def call(
         reraise=True,
     )
     return retrying(attempt)
+
+
+def unreached(exc: BaseException) -> Verdict | None:
+    """The verdict on a request whose connection could not be opened (cpi.connecting): a
+    TLS handshake that failed is PERMANENT, the rest UNREACHABLE; None when `exc` says
+    nothing of the kind (a read timeout or a reset: the request may have arrived). Callers
+    pass only what their SDK raises when connecting."""
+    from cpi import connecting
+
+    failed = connecting.failure(exc)
+    if failed is None:
+        return None
+    return Verdict(Kind.PERMANENT if failed.tls else Kind.UNREACHABLE, failed.reason, unopened=True)
+
+
+def unreached_error(verdict: Verdict, *, what: str, endpoint: str, setting: str, tls_setting: str) -> CloudError:
+    """The one error of a call whose endpoint could not be reached: which endpoint, why,
+    and the cpi.json setting that names it (`tls_setting`, the CA's, for a TLS failure).
+    Not ok_to_retry: the director would only ask again, and wait as long again, for an
+    answer a configuration has to change (it acts on the flag only for create_vm)."""
+    endpoint = re.sub(r"//[^/@\s]*@", "//", endpoint)  # an endpoint written with user:password@ shows neither
+    if verdict.kind is Kind.PERMANENT:
+        return CloudError(f"{what}: cannot open a connection to {endpoint}: {verdict.reason}; check {tls_setting} "
+                          f"and {setting}")
+    return CloudError(f"{what}: cannot open a connection to {endpoint}: {verdict.reason}; check {setting}, and "
+                      "that it is up and reachable from this machine")
 
 
 def unsure(classifier: Callable[..., Classifier], exc: BaseException) -> bool:

@@ -16,6 +16,7 @@ stop on; `cloud.properties.validation.strict: true` makes the wire refuse it too
 from __future__ import annotations
 
 import typing
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -32,6 +33,17 @@ MAX_ERRORS = 10
 strict = False
 
 
+@dataclass(frozen=True)
+class Ignored:
+    """A key no model knows, left out of what the call reads: `path` as the call's warning
+    names it (`cloud.properties.local.stat_dir`), `hint` the closest known key
+    (`, did you mean state_dir?`) or nothing. `cpi validate` reports these, from the same
+    list the warnings are made from."""
+
+    path: str
+    hint: str
+
+
 def _loc(prefix: str, loc: tuple) -> str:
     parts = [prefix] if prefix else []
     for item in loc:
@@ -42,11 +54,13 @@ def _loc(prefix: str, loc: tuple) -> str:
     return "".join(parts) or "(top level)"
 
 
-def describe(exc: ValidationError, prefix: str = "", label=None) -> str:
+def describe(exc: ValidationError, prefix: str = "", label=None, model: type[BaseModel] | None = None) -> str:
     """`a.b: message (got 'x'); c: Field required` — secret-looking fields never show a value.
 
     `label`, when given, renames the first element of each location (api.py uses it to say
-    "argument 2 (stemcell_cid)" instead of the internal field name)."""
+    "argument 2 (stemcell_cid)" instead of the internal field name). `model`, when given,
+    is the one validated: an unknown key then names the closest known one, as the
+    warning of a call that ignores it does."""
     messages = []
     errors = exc.errors(include_url=False)
     redactor = logs.active if logs.active is not None else Redactor()
@@ -59,7 +73,7 @@ def describe(exc: ValidationError, prefix: str = "", label=None) -> str:
         if err["type"] not in ("missing", "extra_forbidden") and not any(map(looks_secret, keys)):
             msg = f"{msg} (got {shown(err.get('input'))})"
         if err["type"] == "extra_forbidden":
-            msg = "unknown property"
+            msg = "unknown property" + (closest(model, loc) if model is not None else "")
         messages.append(f"{where}: {msg}")
     if len(errors) > MAX_ERRORS:
         messages.append(f"and {len(errors) - MAX_ERRORS} more errors")
@@ -74,10 +88,11 @@ def parse(model: type[BaseModel], data: Any, what: str) -> Any:
         raise CpiError(f"invalid {what}: {describe(exc)}") from None
 
 
-def validate(model: type[BaseModel], data: Any, where: str) -> Any:
+def validate(model: type[BaseModel], data: Any, where: str, ignored: list[Ignored] | None = None) -> Any:
     """`model.model_validate(data)`; unless `strict`, a key the model does not know is left
     out with a warning naming it (`where` and its path) and the closest known key, and what
-    remains is validated again, so that any other mistake is still an error."""
+    remains is validated again, so that any other mistake is still an error. Each key left
+    out is appended to `ignored` when given (cpi.config keeps them for `cpi validate`)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -94,10 +109,12 @@ def validate(model: type[BaseModel], data: Any, where: str) -> Any:
     redactor = logs.active if logs.active is not None else Redactor()
     for number, loc in enumerate(unknown):
         _drop(cleaned, loc)
+        left_out = Ignored(redactor.text(_loc(where, _plain(loc)), limit=200), closest(model, loc))
+        if ignored is not None:
+            ignored.append(left_out)
         if number < MAX_ERRORS:
             log.warning("%s: unknown property ignored%s (`cpi validate` reports it; "
-                        "cloud.properties.validation.strict: true refuses it)",
-                        redactor.text(_loc(where, _plain(loc)), limit=200), closest(model, loc))
+                        "cloud.properties.validation.strict: true refuses it)", left_out.path, left_out.hint)
     if len(unknown) > MAX_ERRORS:
         log.warning("%s: %d more unknown properties ignored", where, len(unknown) - MAX_ERRORS)
     return model.model_validate(cleaned)
@@ -163,3 +180,18 @@ def model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
         models = models_in(field.annotation)
         current = models[0] if models else None
     return current
+
+
+def yaml_error(name: str, exc: Any) -> str:
+    """PyYAML's error in one line, as a compiler says where a file is wrong:
+    `NAME:LINE:COLUMN: problem (context at LINE:COLUMN)`, lines and columns counted from 1
+    (PyYAML's own text spans four lines). Every YAML an operator hands a command is
+    reported so: a cloud-config, release.yml, a job's spec."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return f"{name}: " + " ".join(str(exc).split())
+    text = f"{name}:{mark.line + 1}:{mark.column + 1}: {problem}"
+    context, where = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context:
+        text += f" ({context}" + (f" at {where.line + 1}:{where.column + 1}" if where is not None else "") + ")"
+    return " ".join(text.split())

@@ -179,7 +179,7 @@ def _store(key: str, readable: str, config: ThrottleConfig, clock: Callable[[], 
     if config.redis_url:
         from .redis_store import RedisStore, WithFallback
 
-        return WithFallback(RedisStore(readable, config), files)
+        return WithFallback(RedisStore(readable, config), files, _redis_down)
     return files()
 
 
@@ -187,12 +187,15 @@ def _store(key: str, readable: str, config: ThrottleConfig, clock: Callable[[], 
 # cpi.retry asks for the limiter of an endpoint by key.
 _config: ThrottleConfig | None = None
 _limiters: dict[str, SharedLimiter] = {}
+#: the Redis URLs that failed in this call: every endpoint's limiter then uses its file
+_redis_down: set[str] = set()
 
 
 def configure(config: ThrottleConfig | None) -> None:
     global _config
     _config = config
     _limiters.clear()
+    _redis_down.clear()
 
 
 def max_retry_after() -> float:

@@ -153,22 +153,42 @@ class RedisStore:
 
 class WithFallback:
     """The Redis store while it answers; the file store for the rest of this process's
-    call from the first time it does not (one warning, never an error)."""
+    call from the first time it does not, for this endpoint and every other (one warning,
+    naming the Redis and its setting, never an error). `down` holds the Redis URLs that
+    failed in this call, shared by every endpoint's store, so a call touching several
+    endpoints warns once and waits for a dead Redis once."""
 
-    def __init__(self, primary: RedisStore, fallback: Callable[[], Any]):
+    def __init__(self, primary: RedisStore, fallback: Callable[[], Any], down: set[str]):
         self.primary: Any = primary
         self._fallback = fallback
+        self._down = down
         self.name = primary.name
 
     def step(self, op: str, retry_after: float | None = None) -> float:
         if self.name == "redis":
-            try:
-                return self.primary.step(op, retry_after)
-            except Exception as exc:  # noqa: BLE001 - any Redis failure: the machine's own store will do
-                log.warning("shared backoff: Redis at %s did not answer (%s: %s); this call uses this machine's "
-                            "throttle state instead", _where(self.primary), type(exc).__name__, exc)
-                self.primary, self.name = self._fallback(), "file"
+            url = self.primary.config.redis_url
+            if url not in self._down:
+                try:
+                    return self.primary.step(op, retry_after)
+                except Exception as exc:  # noqa: BLE001 - any Redis failure: the machine's own store will do
+                    self._down.add(url)
+                    log.warning("shared backoff: the Redis at %s (throttle.redis_url) %s; this call uses this "
+                                "machine's throttle state instead", _where(self.primary),
+                                _why(exc, self.primary.config))
+            self.primary, self.name = self._fallback(), "file"
         return self.primary.step(op, retry_after)
+
+
+def _why(exc: BaseException, config: Any) -> str:
+    """What went wrong, in a few words: a connection that could not be opened says why."""
+    from cpi import connecting
+
+    if isinstance(exc, TimeoutError) or type(exc).__name__ == "TimeoutError":  # ours, or redis-py's
+        return f"did not answer within throttle.redis_timeout ({config.redis_timeout:g}s)"
+    opening = connecting.failure(exc)
+    if opening is not None:
+        return f"cannot be reached: {opening.reason}"
+    return f"failed ({type(exc).__name__}: {exc})"
 
 
 def _where(store: RedisStore) -> str:

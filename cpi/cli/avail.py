@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import re
 
 from cpi import errors
 from cpi.clouds.inventory import OFFERS
@@ -29,6 +30,15 @@ def add_parser(sub, name: str, summary: str) -> None:
     p.set_defaults(func=avail_command)
 
 
+def natural(name: str) -> list:
+    """The order a person reads sizes in: the numbers in a name compared as numbers
+    (m5.2xlarge before m5.12xlarge, r5.4xlarge before r5.16xlarge), the rest as text,
+    whatever order the cloud answered in."""
+    parts: list = re.split(r"(\d+)", name.lower())
+    parts[1::2] = [int(number) for number in parts[1::2]]
+    return parts
+
+
 def avail_command(args: argparse.Namespace) -> int:
     data = wants_data(args)
     seconds = timeout.seconds(args)
@@ -42,6 +52,7 @@ def avail_command(args: argparse.Namespace) -> int:
         pattern = args.filter.lower()
         offers = [o for o in offers if fnmatch.fnmatchcase(o.name.lower(), pattern)
                   or fnmatch.fnmatchcase((o.id or "").lower(), pattern)]
+    offers.sort(key=lambda o: natural(o.name))
     if data:
         print_data(opened.clean([o.wire() for o in offers]), args)
         return 0

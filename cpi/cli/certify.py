@@ -150,23 +150,24 @@ def _clean_up_after_killed_runs(cloud: str, key: str | None, config: Path | None
 
 
 def _run_with_progress(run: Certify) -> Report:
+    """The run, with a progress bar on the terminal's stderr: the step under way, and the
+    steps passed of the scenario's as the report's verdict counts them (Report.tally);
+    after a failing step, "cleanup"."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    total = len(run.scenario())
     console = Console(stderr=True)  # stdout stays the report (the JSON one for scripts)
-    with Progress(TextColumn("[bold]certify[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn("[bold]certify[/] {task.description}"), BarColumn(), TextColumn("{task.fields[tally]}"),
                   TimeElapsedColumn(), console=console, transient=True) as progress:
-        task = progress.add_task("info", total=total + 1)
+        names = [name for name, _ in run.scenario()]
+        task = progress.add_task(names[0], total=len(names), tally=f"0/{len(names)}")
 
         def advance(step: Step) -> None:
-            index = [s.name for s in run.report.steps].index(step.name)
-            following = run.report.steps[index + 1].name if index + 1 < total and step.status == "passed" else "cleanup"
-            progress.update(task, advance=1, description=following)
+            index = names.index(step.name)
+            following = names[index + 1] if index + 1 < len(names) and step.status == "passed" else "cleanup"
+            progress.update(task, completed=run.report.passed, description=following, tally=run.report.tally())
 
-        report = run.run(progress=advance)
-        progress.update(task, completed=total + 1)
-    return report
+        return run.run(progress=advance)
 
 
 def _print(opened: Opened, report: Report, args: argparse.Namespace) -> None:
@@ -178,7 +179,7 @@ def _print(opened: Opened, report: Report, args: argparse.Namespace) -> None:
         table.rows.append([step.name, step.status, None if step.seconds is None else f"{step.seconds:.2f}s",
                            step.requests, step.created])
     print_table(table, args)
-    lines = [f"{sum(s.status == 'passed' for s in report.steps)}/{len(report.steps)} steps passed"
+    lines = [f"{report.tally()} steps passed"
              + (" (interrupted)" if report.interrupted else "")]
     lines += [f"failed: {step.name}: {opened.clean(step.error)}" for step in report.steps if step.status == "failed"]
     for entry in report.cleanup:

@@ -40,8 +40,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("audit", "cpi.cli.audit", SEE, "show the audit trail: every IaaS mutation the CPI made", [
         "cpi audit --config cpi.json --since 2h         # every IaaS change, old and new"]),
     Command("validate", "cpi.cli.validate", CHECK,
-            "check a cloud-config's cloud_properties against the cloud (offline; --online: that what they name "
-            "exists)", [
+            "check cpi.json and a cloud-config against the cloud: every key a call would ignore, every "
+            "mistake (--online: that what they name exists)", [
                 "cpi validate cloud-config.yml --config cpi.json --online"]),
     Command("plan", "cpi.cli.plan", CHECK,
             "show what a CPI call would change, changing nothing (AWS: each change dry-run)", [

@@ -1,5 +1,6 @@
-"""`cpi list`: what the CPI made on any cloud, with its BOSH tags, age and state, as the
-Salt Cloud drivers' list_nodes shows it."""
+"""`cpi list`: what BOSH made on any cloud (through this CPI or an official one before a
+switch), with its BOSH tags, age and state, as the Salt Cloud drivers' list_nodes shows
+it; disks with their role (persistent, root, ephemeral)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,16 @@ TAG_COLUMNS = ("director_uuid", "agent_id", "deployment", "job", "index")
 
 def add_parser(sub, name: str, summary: str) -> None:
     p = sub.add_parser(name, help=summary,
-                       description="List what the CPI made, with its BOSH tags, creation time, age and state.",
+                       description="List what BOSH made (through this CPI, or the official CPI before a "
+                                   "switch: found by the tags the director and the CPIs set), with its BOSH tags, "
+                                   "creation time, age and state; disks with their role: persistent, or a VM's root "
+                                   "or ephemeral volume.",
                        epilog="examples: cpi list vms --config cpi.json --director-uuid 2b4c...;  "
                               "cpi list disks --column cid --column deployment | sort -k2")
     p.add_argument("kind", choices=KINDS)
     add_cloud_options(p)
-    p.add_argument("--director-uuid", help="only what this director made")
+    p.add_argument("--director-uuid", help="only what carries this director's director_uuid (what this CPI made for "
+                                           "it, and every snapshot; the official CPI's VMs and volumes carry none)")
     p.set_defaults(func=list_command)
 
 
@@ -43,11 +48,14 @@ def list_command(args: argparse.Namespace) -> int:
     if data:
         print_data(opened.clean([r.wire() for r in resources]), args)
         return 0
-    table = Table(f"{args.kind} on the {opened.plugin} cloud", ("cid", "state", "created_at", "age", *TAG_COLUMNS),
-                  noun=args.kind.removesuffix("s"))
+    # a disk's role (persistent, root, ephemeral: cpi.clouds.inventory.ROLES) tells the
+    # director's disks from the volumes a VM is made and deleted with
+    roles = ("role",) if args.kind == "disks" else ()
+    table = Table(f"{args.kind} on the {opened.plugin} cloud",
+                  ("cid", "state", *roles, "created_at", "age", *TAG_COLUMNS), noun=args.kind.removesuffix("s"))
     for resource in resources:
         tags = opened.clean(resource.tags)
-        table.rows.append([resource.cid, resource.state, resource.created_at, resource.age(),
-                           *(tags.get(c, "") for c in TAG_COLUMNS)])
+        table.rows.append([resource.cid, resource.state, *(resource.details.get(r, "") for r in roles),
+                           resource.created_at, resource.age(), *(tags.get(c, "") for c in TAG_COLUMNS)])
     print_table(table, args)
     return 0

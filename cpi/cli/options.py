@@ -54,10 +54,15 @@ def _adders(p: argparse.ArgumentParser, top: bool) -> dict[str, list[tuple[tuple
     }
 
 
+#: the heading a command's help lists the shared options under
+COMMON = "common options (also accepted before the command)"
+
+
 def add(p: argparse.ArgumentParser, *groups: str) -> None:
     """The shared options of `groups` (CONFIG, OUTPUT, COLUMNS, INTERACTION, TIMEOUT) on a command's
-    parser, listed under "common options" in its help."""
-    group = p.add_argument_group("common options (also accepted before the command)")
+    parser, listed under "common options" in its help: one heading, however many calls add
+    to it (`cpi orphans` adds the cloud's options, then -n)."""
+    group = next((g for g in p._action_groups if g.title == COMMON), None) or p.add_argument_group(COMMON)
     adders = _adders(p, top=False)
     for name in groups:
         for flags, kwargs in adders[name]:

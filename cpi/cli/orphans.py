@@ -11,7 +11,7 @@ from pathlib import Path
 from cpi import errors
 from cpi.clouds.inventory import Resource
 from cpi.operator import known
-from cpi.operator.orphans import DELETERS, find
+from cpi.operator.orphans import DELETERS, survey
 
 from . import options, timeout
 from .client import Client
@@ -23,17 +23,19 @@ from .table import Table, plural, print_table
 def add_parser(sub, name: str, summary: str) -> None:
     p = sub.add_parser(
         name, help=summary,
-        description="Resources tagged with the director's UUID whose cid the director does not know.",
-        epilog="the complete known set, for each deployment: bosh -d DEP instances --details --json >> known.json; "
-               "then once: bosh disks --orphaned --json >> known.json; bosh stemcells --json >> known.json; "
-               "cpi orphans --director-uuid $(bosh env --json | jq -r '.Tables[0].Rows[0].uuid') "
-               "--known known.json --config cpi.json. An input that is empty, names no cid, is bosh's error "
-               "document, truncated, or of another shape is refused (exit 1): nothing is offered for deletion.",
+        description="Resources tagged with the director's UUID whose cid the director does not know, and that "
+                    "the cloud shows nothing alive holding (a disk attached to a VM, the snapshots of a disk that "
+                    "stays and the stemcell of a VM that stays are never offered).",
+        epilog="the complete known set: " + "; ".join(f"{command} >> known.json" for _, command, _ in known.RECIPE)
+               + "; then cpi orphans --director-uuid $(bosh env --json | jq -r '.Tables[0].Rows[0].uuid') "
+               "--known known.json --config cpi.json. A list of these the input lacks is named on stderr, with "
+               "what that lets through. An input that is empty, names no cid, is bosh's error document, truncated, "
+               "or of another shape is refused (exit 1): nothing is offered for deletion.",
     )
     p.add_argument("--director-uuid", required=True, help="whose resources to look at")
     p.add_argument("--known", required=True, metavar="FILE",
-                   help="what the director knows: bosh instances --details / disks --orphaned / stemcells --json "
-                        "output, a JSON list of cids, or one cid per line; - for stdin")
+                   help="what the director knows: bosh instances --details / disks --orphaned / orphaned-vms / "
+                        "stemcells --json output, a JSON list of cids, or one cid per line; - for stdin")
     p.add_argument("--delete", action="store_true", help="delete the orphans (asks first: Continue? [yN]; -n: yes)")
     add_cloud_options(p)
     options.add(p, options.INTERACTION)
@@ -45,7 +47,7 @@ def orphans_command(args: argparse.Namespace) -> int:
     seconds = timeout.seconds(args)
     try:
         text = sys.stdin.read() if args.known == "-" else Path(args.known).read_text()
-        known_cids = known.parse(text)
+        told = known.read(text)
     except OSError as exc:
         raise CliError(f"--known {args.known}: {exc.strerror}; nothing listed or deleted") from None
     except (UnicodeDecodeError, known.KnownError) as exc:
@@ -55,14 +57,27 @@ def orphans_command(args: argparse.Namespace) -> int:
     except errors.BoshError as exc:
         return fail("orphans", exc)
     with reading("what the director may have left", seconds, opened.text):
-        found = find(opened.cloud, args.director_uuid, known_cids)
+        seen = survey(opened.cloud, args.director_uuid, told.cids)
+    found = seen.offered
+    notes = [f"warning: {line}" for line in told.missing()]
+    if seen.untied:
+        notes.append(f"note: {plural(len(seen.untied), 'resource')} a director tagged but no director_uuid ties to "
+                     "this one (made by the official CPI before the switch, or by another director): never offered; "
+                     "`cpi list` shows them")
     if data:
         print_data(opened.clean([r.wire() for r in found]), args)
     else:
-        _table(opened, found, len(known_cids), args)
+        _table(opened, found, len(told.cids), args)
+    stdin_taken = args.known == "-"
+    # told before a deletion is asked for or done; a refusal (no terminal to ask on, no -n)
+    # stays the one line every error is, and the notes come with the run that may delete
+    asks = sys.stdin.isatty() and not stdin_taken
+    if not (args.delete and found) or getattr(args, "non_interactive", False) or asks:
+        for line in notes:
+            print(line, file=sys.stderr)
     if not args.delete or not found:
         return 0
-    confirm(args, f"delete {plural(len(found), 'resource')}", stdin_taken=args.known == "-")
+    confirm(args, f"delete {plural(len(found), 'resource')}", stdin_taken=stdin_taken)
     client = Client(Path(args.config).resolve() if args.config else None, echo=False, context=opened.overrides,
                     spinner=True)
     failed = 0

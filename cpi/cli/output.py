@@ -44,14 +44,43 @@ def wants_data(args: Any) -> bool:
     return bool(getattr(args, "json", False) or getattr(args, "yaml", False))
 
 
-def print_data(value: Any, args: Any) -> None:
-    """The command's data as --json or --yaml asked (JSON, keys sorted, when neither)."""
+def print_data(value: Any, args: Any, rows: str | None = None) -> None:
+    """The command's data as --json or --yaml asked (JSON, keys sorted, when neither), with
+    only the keys its `--column`s name (`picked`)."""
+    value = picked(value, getattr(args, "columns", None), rows)
     if getattr(args, "yaml", False):
         import yaml
 
         sys.stdout.write(yaml.safe_dump(value, default_flow_style=False, sort_keys=True, allow_unicode=True))
     else:
         print_json(value)
+
+
+def picked(value: Any, columns: Any, rows: str | None = None) -> Any:
+    """`value` with each row holding only `columns`, in that order, as a table shows only
+    those (none: all). The rows are `value` itself when a list, `value[rows]` when `rows`
+    names them, else the one mapping `value` (`cpi show`). A column is a row's key, a dotted
+    path into it (`tags.deployment`), or a key of one of its mappings (`deployment`, which
+    a table shows as a column of its own); a row without it holds null, as a table's cell
+    is empty where a VM has no such tag."""
+    if not columns:
+        return value
+    if rows is not None and isinstance(value, dict):
+        return {**value, rows: picked(value.get(rows), columns)}
+    many = value if isinstance(value, list) else [value]
+    if not all(isinstance(row, dict) for row in many):
+        return value
+    found = [{column: _lookup(row, column) for column in columns} for row in many]
+    return found if isinstance(value, list) else found[0]
+
+
+def _lookup(row: dict, column: str) -> Any:
+    if column in row:
+        return row[column]
+    head, _, rest = column.partition(".")
+    if rest and isinstance(row.get(head), dict):
+        return _lookup(row[head], rest)
+    return next((inner[column] for inner in row.values() if isinstance(inner, dict) and column in inner), None)
 
 
 def short(value: Any) -> str:

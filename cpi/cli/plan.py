@@ -26,10 +26,11 @@ examples:
 Arguments are the method's, each one JSON value, as with `cpi call`. What is printed:
 every mutation with its changes (old -> new, as the audit trail would record them) and
 whether the cloud allows it (AWS: EC2's dry run), every wait, what the call would return
-or fail with. A plan stops early, and says where, when the next step would read a resource
-only the real call would make. --timeout (default 30) bounds each request to the cloud,
-retries included. Exit status: 0 when nothing would fail or be denied, 1 otherwise, 2 for a
-usage error."""
+or fail with; on stderr, each warning the call logs (a key of cpi.json or of the
+cloud_properties it would ignore), also under "warnings" in --json. A plan stops early,
+and says where, when the next step would read a resource only the real call would make.
+--timeout (default 30) bounds each request to the cloud, retries included. Exit status: 0
+when nothing would fail or be denied, 1 otherwise, 2 for a usage error."""
 
 
 def add_parser(sub, name: str, summary: str) -> None:
@@ -62,6 +63,9 @@ def plan_command(args: argparse.Namespace) -> int:
     except plan.Refused as exc:
         print(f"cpi plan: {exc.message}", file=sys.stderr)
         return 1
+    if not args.verbose:  # -v printed them already, in the call's whole log
+        for warning in document["warnings"]:
+            print(f"cpi plan: warning: {warning}", file=sys.stderr)
     if wants_data(args):
         print_data(document, args)
     else:

@@ -17,7 +17,9 @@ def add_parser(sub, name: str, summary: str) -> None:
                        description="Print a cloud's cpi.json properties and cloud_properties reference,\n"
                        "generated from its models (the docs/<cloud>.md files).",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("cloud", nargs="?", default="local", help="local (default), aws, openstack or a plugin's name")
+    from .usage import clouds
+
+    p.add_argument("cloud", nargs="?", default="local", help=f"{clouds()} (default: local) or a plugin's name")
     p.set_defaults(func=props)
 
 

@@ -15,8 +15,16 @@ if TYPE_CHECKING:
 DESCRIPTION = """\
 The operator's side of the BOSH Python CPI. BOSH itself never runs this: a director or
 `bosh create-env` runs bin/cpi, one process per CPI call. `cpi` calls that same bin/cpi
-(or the cloud code behind it) to try, inspect and check the clouds it drives: local,
-aws, openstack and any plugin."""
+(or the cloud code behind it) to try, inspect and check the clouds it drives: {clouds}
+and any plugin."""
+
+
+def clouds() -> str:
+    """The built-in clouds, named from the registry (a cloud added there is listed here):
+    "local, aws, openstack, vsphere"."""
+    from cpi.clouds import BUILTIN
+
+    return ", ".join(BUILTIN)
 
 MORE = "`cpi COMMAND --help` shows a command's options and examples."
 
@@ -42,7 +50,8 @@ def make_parser(commands: Sequence[Command]) -> tuple[argparse.ArgumentParser, a
     the commands are listed in the description, grouped under their headings in the
     table's order, each with its one-line help; the flat "positional arguments" list is
     hidden; the epilog shows the commands' examples in the same order."""
-    parser = argparse.ArgumentParser(prog="cpi", description=DESCRIPTION, formatter_class=Formatter)
+    description = textwrap.fill(" ".join(DESCRIPTION.format(clouds=clouds()).split()), 88)
+    parser = argparse.ArgumentParser(prog="cpi", description=description, formatter_class=Formatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS)
     parser.usage = "%(prog)s [-h] COMMAND [ARGS ...]"  # after the subparsers: theirs start with "cpi", not this
     width = max((len(c.name) for c in commands), default=0) + 2
@@ -50,7 +59,7 @@ def make_parser(commands: Sequence[Command]) -> tuple[argparse.ArgumentParser, a
     for command in commands:
         groups.setdefault(command.group, []).append(_row(command.name, width, command.help))
     sections = [f"{heading}:\n" + "\n".join(rows) for heading, rows in groups.items()]
-    parser.description = DESCRIPTION + "\n\n" + "\n\n".join(sections)
+    parser.description = description + "\n\n" + "\n\n".join(sections)
     examples = [f"  {line}" for command in commands for line in command.examples]
     parser.epilog = "examples:\n" + "\n".join(examples) + "\n\n" + MORE
     return parser, sub

@@ -1,11 +1,17 @@
-"""`cpi validate`: check a cloud-config against the selected cloud before a deploy."""
+"""`cpi validate`: check cpi.json and a cloud-config against the selected cloud before a
+deploy, and say what a call would do with each: a key no model knows is what the call
+ignores with a warning (or refuses, under validation.strict), found by the same code."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 from . import options, timeout
+from .cloud import missing_state, read_config
 from .output import CliError, print_data, waiting, wants_data
 from .table import Table, plural, print_table
 
@@ -14,13 +20,18 @@ def add_parser(sub, name: str, summary: str) -> None:
     p = sub.add_parser(
         name,
         help=summary,
-        description="Check every azs, vm_types, vm_extensions, disk_types and networks entry of a BOSH "
-        "cloud-config against the selected cloud's cloud_properties models, reporting every problem "
-        "with its YAML path. Exit status 1 when anything is wrong, 0 when it is clean. --online: --timeout "
-        "(default 30) bounds each request to the cloud, retries included.",
+        description="Check cpi.json, and every azs, vm_types, vm_extensions, disk_types and networks entry of a "
+        "BOSH cloud-config, against the selected cloud's models, reporting every problem with its path: "
+        "each key the CPI does not know (which a call would ignore, with a warning, or refuse under "
+        "validation.strict), with the key it likely means. Exit status 1 when anything is wrong, 0 when it "
+        "is clean, 2 when it could not check. --online: --timeout (default 30) bounds each request to the "
+        "cloud, retries included.",
+        epilog="examples: cpi validate --config cpi.json;  cpi validate cloud-config.yml --online;  "
+               "bosh cloud-config | cpi validate -",
     )
-    p.add_argument("cloud_config", metavar="CLOUD_CONFIG.yml",
-                   help="the cloud-config (YAML), e.g. from `bosh cloud-config`")
+    p.add_argument("cloud_config", metavar="CLOUD_CONFIG.yml", nargs="?",
+                   help="the cloud-config (YAML), e.g. from `bosh cloud-config`; - reads it from stdin; "
+                   "without it, cpi.json alone is checked")
     p.add_argument("--online", action="store_true",
                    help="also ask the cloud (read-only) that the subnets, security groups, key pairs, "
                    "instance types/flavors, AZs and volume types named exist")
@@ -34,63 +45,104 @@ def _fail(message: str) -> int:
 
 
 def validate(args: argparse.Namespace) -> int:
-    from cpi import opening
-    from cpi.clouds.findings import Finding
-    from cpi.errors import BoshError
     from cpi.logs import Redactor
     from cpi.operator import cloud_config
 
-    from .cloud import missing_state, read_config
-
     seconds = timeout.seconds(args)
-    try:
-        raw = read_config(args.config)
-        limits = timeout.overrides(raw, seconds) if args.online else {}
-        ready = opening.open_cloud(raw, {"request_id": "cpi-validate", **limits})  # the cloud: only for --online
-    except BoshError as exc:
-        return _fail(exc.message)
-    cfg = ready.config
-    try:
-        doc = cloud_config.load_yaml(args.cloud_config)
-    except OSError as exc:
-        return _fail(f"cannot read {args.cloud_config}: {exc.strerror}")
-    except Exception as exc:  # noqa: BLE001 - yaml's errors: say where the YAML is broken
-        return _fail(f"{args.cloud_config} is not valid YAML: {exc}")
-
-    redactor = Redactor()  # cpi.json's secrets: masked in whatever is printed
-    redactor.collect(raw)
-    findings, items = cloud_config.check(doc, cfg.cloud_class)
-    notes: list[str] = []
-    missing = missing_state(cfg) if args.online else None
-    if missing:  # nothing made there yet: nothing to look up, and nothing is created to look
-        findings.append(Finding("(online)", f"{missing}: nothing checked online", "info"))
-    elif args.online:
+    doc = None
+    if args.cloud_config is not None:
         try:
-            with waiting("asking the cloud", seconds, redactor.text):
-                online = cloud_config.check_online(ready.cloud, items)
+            doc = cloud_config.load_yaml(args.cloud_config)
+        except OSError as exc:
+            return _fail(f"cannot read {args.cloud_config}: {exc.strerror}")
+        except cloud_config.YamlError as exc:
+            return _fail(f"not valid YAML: {exc}")
+    redactor = Redactor()  # cpi.json's secrets: masked in whatever is printed
+    ready, findings = _open(args, seconds, redactor)
+    if ready is not None and (doc is not None or args.online):
+        try:
+            findings += _cloud_config_findings(args, ready, doc, seconds, redactor)
         except CliError as exc:
             return _fail(exc.message)
-        except BoshError as exc:
-            return _fail(redactor.text(exc.message))
-        findings += online
     for finding in findings:
         finding.path = redactor.text(finding.path)
         finding.problem = redactor.text(finding.problem)
 
     errors = [f for f in findings if f.severity == "error"]
+    plugin = ready.config.plugin if ready is not None else None
     if wants_data(args):
-        print_data({"cloud": cfg.plugin, "online": args.online, "ok": not errors,
-                    "findings": [f.to_dict() for f in findings], "notes": notes}, args)
+        print_data({"cloud": plugin, "online": args.online, "ok": not errors,
+                    "findings": [f.to_dict() for f in findings]}, args, rows="findings")
     else:
-        _print_table(args, cfg.plugin, findings, notes)
+        _print_table(args, _checked(args, plugin), findings)
     return 1 if errors else 0
 
 
-def _print_table(args: argparse.Namespace, plugin: str, findings, notes) -> None:
-    """The findings, one per row (severity, YAML path, problem), then the verdict."""
-    for note in notes:
-        print(note)
-    what = f"{args.cloud_config} against the {plugin} cloud" + (" (online)" if args.online else "")
+def _open(args: argparse.Namespace, seconds, redactor) -> tuple[Any, list]:
+    """cpi.json opened as a call opens it, and its findings: each key the call ignores, or
+    (None and) the error every call would fail with, cpi.json being what is wrong."""
+    from cpi import opening
+    from cpi.clouds.findings import Finding
+    from cpi.errors import BoshError
+    from cpi.operator import cloud_config
+
+    try:
+        raw = read_config(args.config)
+        redactor.collect(raw)
+        limits = timeout.overrides(raw, seconds) if args.online else {}
+        with _quiet_warnings():  # what the call would log is reported as findings
+            ready = opening.open_cloud(raw, {"request_id": "cpi-validate", **limits})  # the cloud: only for --online
+    except BoshError as exc:
+        findings = [Finding("cpi.json", f"{exc.message} (the calls fail with this error)")]
+        if args.cloud_config is not None:
+            findings.append(Finding("(cloud-config)", "not checked: cpi.json names no cloud it can open", "info"))
+        return None, findings
+    return ready, cloud_config.config_findings(ready.config.ignored)
+
+
+def _cloud_config_findings(args: argparse.Namespace, ready, doc, seconds, redactor) -> list:
+    """The cloud-config's findings (none without one), and with --online what the cloud says
+    of what it names."""
+    from cpi.clouds.findings import Finding
+    from cpi.operator import cloud_config
+
+    findings, items = cloud_config.check(doc, ready.config.cloud_class) if doc is not None else ([], [])
+    missing = missing_state(ready.config) if args.online else None
+    if missing:  # nothing made there yet: nothing to look up, and nothing is created to look
+        findings.append(Finding("(online)", f"{missing}: nothing checked online", "info"))
+    elif args.online:
+        with waiting("asking the cloud", seconds, redactor.text):
+            findings += cloud_config.check_online(ready.cloud, items)
+    return findings
+
+
+@contextlib.contextmanager
+def _quiet_warnings() -> Iterator[None]:
+    """The config's warnings (cpi.validation's: a key ignored) not printed while it is
+    opened: each is one of the findings, said once, in the command's own output."""
+    import logging
+
+    logger = logging.getLogger("cpi.validation")
+    was = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = was
+
+
+def _checked(args: argparse.Namespace, plugin: str | None) -> str:
+    """What was checked, as the verdict names it: the config file and the cloud-config,
+    against which cloud."""
+    names = [args.config or "the default cpi.json"]
+    if args.cloud_config is not None:
+        names.append("the cloud-config on stdin" if args.cloud_config == "-" else args.cloud_config)
+    against = f" against the {plugin} cloud" if plugin else ""
+    return " and ".join(names) + against + (" (online)" if args.online else "")
+
+
+def _print_table(args: argparse.Namespace, what: str, findings) -> None:
+    """The findings, one per row (severity, path, problem), then the verdict."""
     table = Table(what, ("severity", "path", "problem"), noun="finding")
     table.rows += [[f.severity, f.path, f.problem] for f in findings]
     if findings:

@@ -14,7 +14,7 @@ network a cloud-config may name. These are read-only: nothing here changes the I
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +22,23 @@ from typing import Any
 #: What `Cloud.inventory` (`cpi list`, `cpi show`) and `Cloud.available` (`cpi avail`) take.
 KINDS = ("vms", "disks", "stemcells", "snapshots")
 OFFERS = ("images", "sizes", "zones", "networks")
+
+#: The tags (metadata, custom attributes) that make a resource BOSH's, whichever CPI made
+#: it: this CPI's own (`agent_id` on a VM, `director_uuid` on what it makes for a director),
+#: the director's (set_vm_metadata and set_disk_metadata send `director`, its name), and
+#: snapshot_disk's metadata, which the official CPIs copy onto the snapshot (`director_uuid`,
+#: `agent_id`, `director`). A fleet the official CPI made before a switch carries only the
+#: director's, so looking for this CPI's tags alone would hide it.
+BOSH_TAGS = ("agent_id", "director_uuid", "director")
+
+#: What a volume is to its VM (a disk's `details.role`): a persistent disk, the director's to
+#: keep across VMs, or the VM's own root or ephemeral disk, made and deleted with the VM.
+ROLES = ("persistent", "root", "ephemeral")
+
+
+def is_bosh(tags: Mapping[str, Any]) -> bool:
+    """Whether these tags say a director (through any CPI) made or claimed the resource."""
+    return any(tags.get(key) for key in BOSH_TAGS)
 
 #: Told (what, how many so far) as a cloud reads its listing page after page: the operator's
 #: commands show it, so a listing of thousands is seen to move. None: nobody is looking.

@@ -60,6 +60,16 @@ class Report:
         return (not self.interrupted and self.clean and bool(self.steps)
                 and all(s.status == "passed" for s in self.steps))
 
+    @property
+    def passed(self) -> int:
+        return sum(s.status == "passed" for s in self.steps)
+
+    def tally(self) -> str:
+        """"12/20": the steps passed so far of the scenario's, as the progress bar counts
+        them while the run goes and the verdict counts them after (one count, so that the
+        bar never says 6/21 of a run whose verdict says 20/20)."""
+        return f"{self.passed}/{len(self.steps)}"
+
     def wire(self) -> dict[str, Any]:
         return {"cloud": self.cloud, "director_uuid": self.director_uuid, "ok": self.ok, "clean": self.clean,
                 "interrupted": self.interrupted, "steps": [asdict(s) for s in self.steps],

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from cpi.clouds.findings import Finding, Item, suggest
 from cpi.logs import looks_secret, shown
-from cpi.validation import closest, model_at
+from cpi.validation import Ignored, closest, model_at, yaml_error
 
 SECTIONS = ("azs", "vm_types", "vm_extensions", "disk_types", "networks", "compilation")
 NETWORK_TYPES = ("manual", "dynamic", "vip")
@@ -124,7 +124,7 @@ def _problem(model: type[BaseModel], loc: tuple, errs: list[dict]) -> str:
                 problem += " (nothing can be set here)"
             elif len(where.model_fields) <= 8:
                 problem += f" (known: {', '.join(where.model_fields)})"
-        return problem
+        return problem + what_the_call_does()
     if first["type"] == "missing":
         return "required property missing"
     expected = [_EXPECTED[e["type"]] for e in errs if e["type"] in _EXPECTED]
@@ -338,6 +338,24 @@ def check(doc: Any, cloud_class: type) -> tuple[list[Finding], list[Item]]:
     return checker.findings, checker.items
 
 
+def what_the_call_does() -> str:
+    """What a call does with a key no model knows, under the config just opened
+    (cpi.validation.strict, which cpi.config.build sets from the file): the same for every
+    unknown key `cpi validate` reports, in cpi.json or in the cloud-config."""
+    from cpi import validation
+
+    if validation.strict:
+        return " (every call refuses it: validation.strict is true)"
+    return " (every call ignores it, with a warning in its log)"
+
+
+def config_findings(ignored: list[Ignored]) -> list[Finding]:
+    """cpi.json's keys that no model knows (cpi.config.Config.ignored: the very list the
+    call's warnings are made from), each an error: the setting meant is not applied. Their
+    paths are the warnings', after `cpi.json: ` as the clouds' online checks name cpi.json's."""
+    return [Finding(f"cpi.json: {item.path}", f"unknown property{item.hint}{what_the_call_does()}") for item in ignored]
+
+
 def check_online(cloud: Any, items: list[Item]) -> list[Finding]:
     """Ask the cloud whether what `items` name exists (read-only): `Cloud.check_cloud_config`,
     which raises NotImplemented for a cloud without online checks."""
@@ -349,11 +367,24 @@ def check_online(cloud: Any, items: list[Item]) -> list[Finding]:
     return list(method(items))
 
 
+class YamlError(ValueError):
+    """A document that is not YAML, said in one line: `FILE:LINE:COLUMN: what`."""
+
+
 def load_yaml(path: str) -> Any:
+    """The YAML document at `path` (`-`: stdin). Raises OSError, or YamlError in one line,
+    as a compiler says where a file is wrong (PyYAML's own text spans four)."""
+    import sys
+
     import yaml
 
-    with open(path, "rb") as handle:
-        return yaml.safe_load(handle)
+    try:
+        if path == "-":
+            return yaml.safe_load(sys.stdin.buffer)
+        with open(path, "rb") as handle:
+            return yaml.safe_load(handle)
+    except yaml.YAMLError as exc:
+        raise YamlError(yaml_error("<stdin>" if path == "-" else path, exc)) from None
 
 
-__all__ = ["check", "check_online", "load_yaml", "model_findings"]
+__all__ = ["YamlError", "check", "check_online", "config_findings", "load_yaml", "model_findings"]

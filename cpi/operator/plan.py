@@ -4,14 +4,30 @@ The call runs in this process through the same code as bin/cpi's (cpi.rpc.handle
 cpi.plan active: reads go to the cloud, mutations are described instead of made (on AWS,
 each is sent with DryRun=True so the plan also proves it is allowed), waits are noted.
 The answer is a JSON-ready document, masked of every secret; cpi/cli/plan.py prints it.
+It holds the warnings the call logs (a key of cpi.json or of a cloud_properties ignored, a
+context key left out), each as the call's log words it: the plan is of the call as the
+director would make it, and what that call would pass over silently is part of it.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import uuid
 from typing import Any
+
+
+class _Warnings(logging.Handler):
+    """The call's warnings and errors as its log words them (the message, masked), in order."""
+
+    def __init__(self, clean: Any):
+        super().__init__(logging.WARNING)
+        self.clean = clean
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(self.clean(record.getMessage()))
 
 
 def make_plan(method: str, arguments: list[Any], config: str | None, *, director_uuid: str | None = None,
@@ -24,6 +40,8 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
     from .masking import masked
 
     call_log = CallLog(log_stream if log_stream is not None else io.StringIO())
+    warnings = _Warnings(call_log.redactor.text)
+    logging.getLogger().addHandler(warnings)  # beside the call log's own handlers, which it installed
     context = {**(context or {}), "request_id": f"plan-{uuid.uuid4().hex[:8]}"}
     if director_uuid:
         context["director_uuid"] = director_uuid
@@ -42,6 +60,7 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
         failure = rpc._unexpected(exc).to_wire()
     finally:
         plan.end()
+        logging.getLogger().removeHandler(warnings)
     redactor = call_log.redactor
     if failure is not None:
         failure["message"] = redactor.text(str(failure["message"]))
@@ -55,4 +74,5 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
         "denied": len(the_plan.denied()),
         "mutations": len(the_plan.mutations),
         "steps": the_plan.steps,
+        "warnings": warnings.messages,
     }

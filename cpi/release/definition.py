@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cpi.release.errors import ReleaseError, describe_validation
+from cpi.validation import yaml_error
 
 DEFINITION_FILE = "release.yml"
 
@@ -173,7 +174,7 @@ def load_definition(release_dir: Path) -> ReleaseDefinition:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ReleaseError(f"{path}: not valid YAML: {exc}") from None
+        raise ReleaseError(f"not valid YAML: {yaml_error(str(path), exc)}") from None
     if not isinstance(data, dict):
         raise ReleaseError(f"{path}: expected a mapping with name, version, jobs and packages")
     try:

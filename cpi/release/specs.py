@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cpi.release.definition import check_name
 from cpi.release.errors import ReleaseError, describe_validation
+from cpi.validation import yaml_error
 
 
 class PropertyDefinition(BaseModel):
@@ -114,7 +115,7 @@ def _load_yaml(path: Path, what: str) -> dict:
     except FileNotFoundError:
         raise ReleaseError(f"{path}: {what} spec not found") from None
     except yaml.YAMLError as exc:
-        raise ReleaseError(f"{path}: not valid YAML: {exc}") from None
+        raise ReleaseError(f"not valid YAML: {yaml_error(str(path), exc)}") from None
     if not isinstance(data, dict):
         raise ReleaseError(f"{path}: expected a mapping (name, ...), got {type(data).__name__}")
     return data

@@ -20,7 +20,12 @@ In short:
 - delete_stemcell deregisters the AMI, waits, and deletes the snapshots its block device
   mappings name;
 - snapshot_disk tags the snapshot with the director's metadata, `director`,
-  `instance_index`, `instance_name` (job/instance_id), `device` and `Name`.
+  `instance_index`, `instance_name` (job/instance_id), `device` and `Name`;
+- set_vm_metadata tags the instance with the director's metadata (`name` becomes `Name`;
+  without it `job/index`, or `compiling/<job>`) and every EBS volume of the instance (root,
+  ephemeral and attached persistent disks) with the same; set_disk_metadata tags the volume
+  as given; create_vm and create_disk tag with the manifest's tags only (env.bosh.tags and
+  the vm_type's or disk_type's), never with the director's UUID or the agent's id.
 """
 
 from __future__ import annotations
@@ -131,6 +136,36 @@ class OfficialAwsCpi:
         self.ec2.delete_volume(VolumeId=disk_cid)
         _wait(lambda: self.volume(disk_cid) is None or self.volume(disk_cid)["State"] == "deleted",
               f"volume {disk_cid} deleted")
+
+    @staticmethod
+    def _api_tags(tags: dict[str, Any]) -> list[dict[str, str]]:
+        """TagManager.format_tags: nil keys and values dropped, keys to 127 and values to 255."""
+        return [{"Key": str(k)[:127], "Value": str(v)[:255]} for k, v in tags.items()
+                if k is not None and v is not None]
+
+    def set_vm_metadata(self, vm_cid: str, metadata: dict[str, Any]) -> None:
+        tags = {str(k): v for k, v in metadata.items()}
+        if tags.get("name"):
+            tags["Name"] = tags.pop("name")
+        elif tags.get("job") and tags.get("index") is not None:
+            tags["Name"] = f"{tags['job']}/{tags['index']}"
+        elif tags.get("compiling"):
+            tags["Name"] = f"compiling/{tags['compiling']}"
+        self.ec2.create_tags(Resources=[vm_cid], Tags=self._api_tags(tags))
+        for volume_id in self.get_disks(vm_cid):
+            self.ec2.create_tags(Resources=[volume_id], Tags=self._api_tags(tags))
+
+    def set_disk_metadata(self, disk_cid: str, metadata: dict[str, Any]) -> None:
+        self.ec2.create_tags(Resources=[disk_cid], Tags=self._api_tags(metadata))
+
+    def snapshot_disk(self, disk_cid: str, metadata: dict[str, Any]) -> str:
+        volume = self.volume(disk_cid)
+        assert volume is not None, f"official CPI: volume {disk_cid} not found"
+        device = next((a["Device"] for a in volume.get("Attachments") or []), None)
+        tags = self.snapshot_tags(metadata, device)
+        snapshot = self.ec2.create_snapshot(VolumeId=disk_cid, Description=tags["Name"], TagSpecifications=[
+            {"ResourceType": "snapshot", "Tags": self._api_tags(tags)}])
+        return snapshot["SnapshotId"]
 
     @staticmethod
     def snapshot_tags(metadata: dict[str, Any], device: str | None) -> dict[str, str]:

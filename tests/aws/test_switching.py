@@ -25,8 +25,8 @@ from tests.support import bosh_agent
 TAGS = {"director": "bosh-1", "deployment": "cf", "team": "platform"}
 
 
-def made_the_official_way(ec2, account, instance_type: str = "m5.large",
-                          ip: str = "10.0.0.240") -> tuple[str, str, str]:
+def made_the_official_way(ec2, account, instance_type: str = "m5.large", ip: str = "10.0.0.240",
+                          root_device: str = "/dev/xvda") -> tuple[str, str, str]:
     interface = ec2.create_network_interface(SubnetId=account.subnet_id, PrivateIpAddress=ip,
                                              Groups=[account.security_group_id])["NetworkInterface"]
     specs = [{"ResourceType": kind, "Tags": [{"Key": k, "Value": v} for k, v in TAGS.items()]}
@@ -34,7 +34,7 @@ def made_the_official_way(ec2, account, instance_type: str = "m5.large",
     instance = ec2.run_instances(
         ImageId=account.ami_id, InstanceType=instance_type, MinCount=1, MaxCount=1, KeyName=account.key_name,
         NetworkInterfaces=[{"DeviceIndex": 0, "NetworkInterfaceId": interface["NetworkInterfaceId"]}],
-        BlockDeviceMappings=[{"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": 10, "DeleteOnTermination": True}},
+        BlockDeviceMappings=[{"DeviceName": root_device, "Ebs": {"VolumeSize": 10, "DeleteOnTermination": True}},
                              {"DeviceName": "/dev/sdb", "Ebs": {"VolumeSize": 25, "VolumeType": "gp3",
                                                                 "DeleteOnTermination": True}}],
         UserData=json.dumps({"server": {"name": "vm-official"}, "registry": {"endpoint": ""}}),

@@ -8,6 +8,7 @@ import subprocess
 import uuid
 from typing import ClassVar
 
+from tests.support.operator_cli import bosh_vms_json
 from tests.support.runner import DIRECTOR_ENV, ROOT, Cpi
 
 CPI = [str(ROOT / ".venv" / "bin" / "python"), "-m", "cpi.cli"]
@@ -38,8 +39,8 @@ def test_list_show_and_avail_see_what_the_cpi_made(target):
         mine = json.loads(cli(target, "list", "vms", "--json", "--director-uuid", target.cpi.director_uuid).stdout)
         assert vm_cid in {vm["cid"] for vm in mine}
         assert not json.loads(cli(target, "list", "vms", "--json", "--director-uuid", "someone-else").stdout)
-        disks = json.loads(cli(target, "list", "disks", "--json").stdout)
-        assert disk_cid in {disk["cid"] for disk in disks}
+        disks = {disk["cid"]: disk for disk in json.loads(cli(target, "list", "disks", "--json").stdout)}
+        assert disks[disk_cid]["details"]["role"] == "persistent"
         table = cli(target, "list", "vms")
         assert vm_cid in table.stdout and "dep-see" in table.stdout
         shown = cli(target, "show", "vm", vm_cid, "--json")
@@ -92,8 +93,9 @@ def test_a_cloud_without_listing_says_so():
 
 def test_orphans_finds_what_the_director_forgot_and_deletes_it(target, tmp_path):
     """Two VMs and a disk of this director; the director knows one VM (as `bosh vms --json`
-    prints it): orphans lists the other VM and the disk, and --delete -n removes exactly
-    those."""
+    prints it, naming no disk), which holds a disk of the director's with a snapshot:
+    orphans lists the other VM and the lone disk, never the held disk nor its snapshot
+    (the cloud shows them alive), and --delete -n removes exactly those."""
     director_uuid = f"director-{uuid.uuid4()}"
     cpi = Cpi(target.config_path, director_uuid=director_uuid)
     stemcell_cid = target.cpi("create_stemcell", *target.stemcell_args())
@@ -107,9 +109,17 @@ def test_orphans_finds_what_the_director_forgot_and_deletes_it(target, tmp_path)
         made.append(("delete_vm", lost))
         disk = cpi("create_disk", 1024, target.disk_cloud_properties(), None)
         made.append(("delete_disk", disk))
+        held = cpi("create_disk", 1024, target.disk_cloud_properties(), kept)
+        made.insert(0, ("delete_disk", held))
+        # taken while detached: vSphere cannot copy a disk a running VM holds
+        snapshot = cpi("snapshot_disk", held, {"deployment": "dep", "job": "db", "index": 0, "director_name": "bosh-1",
+                                               "director_uuid": director_uuid, "agent_id": "agent-db",
+                                               "instance_id": "uuid-db"})
+        made.insert(0, ("delete_snapshot", snapshot))
+        cpi("attach_disk", kept, held)
+        made.insert(0, ("detach_disk", kept, held))
         known = tmp_path / "known.json"
-        known.write_text(json.dumps({"Tables": [{"Content": "vms", "Rows": [
-            {"instance": "web/0", "vm_cid": kept, "disk_cids": ""}]}], "Blocks": None, "Lines": []}))
+        known.write_text(bosh_vms_json("web/0", kept))
         listed = cli(target, "orphans", "--director-uuid", director_uuid, "--known", str(known), "--json")
         assert listed.returncode == 0, listed.stderr
         orphaned = {("vm", lost), ("disk", disk)} if target.disks_carry_director else {("vm", lost)}
@@ -117,10 +127,11 @@ def test_orphans_finds_what_the_director_forgot_and_deletes_it(target, tmp_path)
         deleted = cli(target, "orphans", "--director-uuid", director_uuid, "--known", str(known), "--delete", "-n")
         assert deleted.returncode == 0, deleted.stdout + deleted.stderr
         assert cpi("has_vm", lost) is False and cpi("has_disk", disk) is (not target.disks_carry_director)
-        assert cpi("has_vm", kept) is True
+        assert cpi("has_vm", kept) is True and cpi("has_disk", held) is True
+        assert snapshot in {r["cid"] for r in json.loads(cli(target, "list", "snapshots", "--json").stdout)}
         again = cli(target, "orphans", "--director-uuid", director_uuid, "--known", str(known), "--json")
         assert json.loads(again.stdout) == []
     finally:
-        for method, cid in made:
-            target.cpi(method, cid)
+        for method, *cids in made:
+            target.cpi(method, *cids)
         target.cpi("delete_stemcell", stemcell_cid)

@@ -19,12 +19,18 @@ fog, which it talks through, asks Nova for no microversion (2.1). In short:
   those ports; its volumes are Nova's to delete (delete_on_termination);
 - delete_disk and delete_snapshot refuse a volume or snapshot that is not `available`;
 - snapshot_disk gives the snapshot the director's metadata with `director`,
-  `instance_index` and `instance_name` (job/instance_id).
+  `instance_index` and `instance_name` (job/instance_id);
+- set_vm_metadata and set_disk_metadata merge the director's metadata into the server's and
+  the volume's (TagManager: nil keys and values dropped, keys and values cut to 255); the
+  server is renamed only with human_readable_vm_names, off by default; create_vm gives a
+  server the manifest's tags (and `registry_key` with human_readable_vm_names), create_disk
+  a volume named `volume-<uuid>` with an empty description and no metadata.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from openstack import exceptions
@@ -131,6 +137,32 @@ class OfficialOpenStackCpi:
             f"official CPI: Cannot delete volume `{disk_cid}', state is {volume.status}"
         self.conn.block_storage.delete_volume(disk_cid, ignore_missing=True)
         _wait(lambda: self.volume(disk_cid) is None, f"volume {disk_cid} deleted")
+
+    @staticmethod
+    def _format(tags: dict[str, Any]) -> dict[str, str]:
+        return {str(k)[:255]: str(v)[:255] for k, v in tags.items() if k is not None and v is not None}
+
+    def set_vm_metadata(self, vm_cid: str, metadata: dict[str, Any]) -> None:
+        self.conn.compute.set_server_metadata(vm_cid, **self._format(metadata))
+
+    def set_disk_metadata(self, disk_cid: str, metadata: dict[str, Any]) -> None:
+        self.conn.block_storage.set_volume_metadata(disk_cid, **self._format(metadata))
+
+    def snapshot_disk(self, disk_cid: str, metadata: dict[str, Any]) -> str:
+        """A forced snapshot named `snapshot-<uuid>`, described deployment/job/index/<device>,
+        then, once available, its metadata."""
+        volume = self.volume(disk_cid)
+        assert volume is not None, f"official CPI: Volume `{disk_cid}' not found"
+        parts = ["" if metadata.get(k) is None else str(metadata[k]) for k in ("deployment", "job", "index")]
+        devices = [a["device"] for a in volume.attachments or [] if a]
+        if devices:
+            parts.append(devices[0].split("/")[-1])
+        snapshot = self.conn.block_storage.create_snapshot(name=f"snapshot-{uuid.uuid4()}", volume_id=disk_cid,
+                                                           description="/".join(parts), is_forced=True)
+        _wait(lambda: self.conn.block_storage.get_snapshot(snapshot.id).status == "available",
+              f"snapshot {snapshot.id} available")
+        self.conn.block_storage.set_snapshot_metadata(snapshot.id, **self.snapshot_metadata(metadata))
+        return snapshot.id
 
     @staticmethod
     def snapshot_metadata(metadata: dict[str, Any]) -> dict[str, str]:

@@ -239,7 +239,9 @@ def test_unreachable_keystone_fails_fast_with_a_clear_error(cpi_with):
     started = time.monotonic()
     err = error_of(cpi.call("has_vm", "x"))
     assert time.monotonic() - started < 20
-    assert err["type"] == "Bosh::Clouds::CloudError" and "cannot reach OpenStack" in err["message"]
+    assert err["type"] == "Bosh::Clouds::CloudError" and err["ok_to_retry"] is False
+    assert "cannot open a connection to http://127.0.0.1:9/v3: connection refused; check openstack.auth_url" \
+        in err["message"], err
 
 
 def test_application_credential_and_project_id_auth(cloud, cpi_with):

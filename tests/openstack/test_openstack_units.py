@@ -189,6 +189,34 @@ def test_connection_errors():
     assert errors.classifier(idempotent=True)(ksa.SSLError("bad cert")) == retry.PERMANENT
 
 
+def raised(wrapper, cause):
+    """`wrapper` raised while handling `cause`, as keystoneauth raises its exceptions."""
+    try:
+        try:
+            raise cause
+        except OSError:  # every cause here is one
+            raise wrapper  # noqa: B904 - implicitly chained, as keystoneauth does
+    except Exception as exc:  # noqa: BLE001 - the test's own
+        return exc
+
+
+def test_a_connection_that_could_not_be_opened_is_unreachable_not_transient():
+    """What keystoneauth wraps tells a refusal or a connect timeout (nothing sent: short
+    retries, for any method) from a read timeout (the request may have arrived)."""
+    import socket
+
+    import requests
+    from keystoneauth1 import exceptions as ksa
+
+    for cause in (ConnectionRefusedError(111, "Connection refused"), socket.gaierror(-2, "Name or service not known"),
+                  requests.exceptions.ConnectTimeout("connect timeout")):
+        exc = raised(ksa.ConnectFailure("Unable to establish connection"), cause)
+        assert errors.classifier(idempotent=False)(exc).kind is retry.Kind.UNREACHABLE, cause
+    read = raised(ksa.ConnectTimeout("Request to http://x timed out"), requests.exceptions.ReadTimeout("read"))
+    assert errors.classifier(idempotent=False)(read) == retry.PERMANENT
+    assert errors.classifier(idempotent=True)(read).kind is retry.Kind.TRANSIENT
+
+
 def test_auth_failure_is_a_clear_cloud_error_without_secrets():
     from keystoneauth1 import exceptions as ksa
 

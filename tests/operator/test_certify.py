@@ -23,6 +23,13 @@ KINDS = ("vms", "disks", "snapshots", "stemcells")
 def certify(tmp_path: Path, *extra: str, faults: list | None = None,
             own_stemcell: bool = False) -> tuple[subprocess.CompletedProcess, Path]:
     """own_stemcell: no stemcell flags, the local cloud's own (#24)."""
+    argv, state = certify_argv(tmp_path, *extra, faults=faults, own_stemcell=own_stemcell)
+    return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=120), state
+
+
+def certify_argv(tmp_path: Path, *extra: str, faults: list | None = None,
+                 own_stemcell: bool = False) -> tuple[list[str], Path]:
+    """`cpi certify`'s command line on a local cloud of its own, and that cloud's state dir."""
     state = tmp_path / "state"
     local = {"state_dir": str(state)}
     if faults:
@@ -33,9 +40,7 @@ def certify(tmp_path: Path, *extra: str, faults: list | None = None,
     image.write_bytes(b"root image\n" * 1000)
     stemcell = [] if own_stemcell else ["--stemcell", str(image), "--stemcell-properties",
                                         json.dumps({"name": "certify-stemcell", "version": "1"})]
-    proc = subprocess.run([sys.executable, "-m", "cpi.cli", "certify", "--config", str(config), *stemcell, *extra],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
-    return proc, state
+    return [sys.executable, "-m", "cpi.cli", "certify", "--config", str(config), *stemcell, *extra], state
 
 
 def left_in(state: Path) -> dict[str, list[str]]:
@@ -96,6 +101,23 @@ def test_the_table_names_the_failing_step(tmp_path):
     assert proc.returncode == 1
     assert "NOT CERTIFIED" in proc.stdout and "injected fault" in proc.stdout
     assert "clean" in proc.stdout
+    assert left_in(state) == {}
+
+
+def test_the_progress_bar_counts_the_steps_the_verdict_counts(tmp_path):
+    """#32: the bar said 6/21 of a run whose verdict then said 20/20 (it counted the cleanup
+    as a step, and a failed step as done). On a terminal, with a step failing: every count
+    the bar drew is of the verdict's steps, and it ends at the verdict's passed ones."""
+    from tests.support import terminal
+
+    argv, state = certify_argv(tmp_path, faults=[{"method": "resize_disk", "error": "CloudError"}])
+    seen = terminal.run(argv, columns=120, cwd=ROOT)
+    assert seen.returncode == 1, seen.screen
+    [(passed, total)] = re.findall(r"^(\d+)/(\d+) steps passed", "\n".join(seen.lines), re.M)
+    screen = terminal._CONTROL.sub("", seen.screen)  # every redraw of the bar, colours dropped
+    drawn = re.findall(r"certify \S+[^\n\r]*? (\d+)/(\d+) +\d+:\d\d:\d\d", screen)
+    assert drawn and {t for _, t in drawn} == {total}, drawn
+    assert max(int(p) for p, _ in drawn) == int(passed) < int(total)
     assert left_in(state) == {}
 
 

@@ -157,6 +157,20 @@ def test_every_relative_link_leads_to_a_file():
     assert "docs/README.md" in _relative_links(README), "the README does not link the docs' index"
 
 
+def test_the_indexes_list_every_document_and_every_cloud(tmp_path):
+    """#32: docs/cloud-vsphere.md was in neither index. docs/README.md links every file of
+    docs/; the README's documentation table links each cloud's guide and reference."""
+    from cpi.clouds import BUILTIN
+
+    indexed = {link.split("#", 1)[0] for link in _relative_links(DOCS / "README.md")}
+    missing = [p.name for p in sorted(DOCS.glob("*.md")) if p.name != "README.md" and p.name not in indexed]
+    assert not missing, f"docs/README.md does not list {missing}"
+    table = README.read_text().split("\n## Documentation", 1)[1]
+    listed = set(re.findall(r"\]\((docs/[^)#]+)", table))
+    for cloud in BUILTIN:
+        assert {f"docs/cloud-{cloud}.md", f"docs/{cloud}.md"} <= listed, f"the README's docs table lacks {cloud}"
+
+
 def test_link_check_sees_a_broken_link(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("[ok](page.md) [gone](nosuch.md#x) [web](https://example.org) [here](#top)\n"
@@ -408,3 +422,21 @@ def test_a_long_listing_says_how_far_it_is_on_a_terminal_and_nothing_to_a_script
     assert "reading disks: 100 disks" in seen.screen, seen.screen[-500:]
     piped = subprocess.run(argv, capture_output=True, cwd=tmp_path, timeout=120)
     assert piped.returncode == 0 and piped.stderr == b"" and len(json.loads(piped.stdout)) == 100
+
+
+def test_no_help_prints_a_heading_twice_and_the_top_level_names_every_cloud(tmp_path):
+    """#32: `cpi orphans --help` listed "common options" twice (its cloud's options, then
+    -n), and `cpi --help` named no vsphere. Every help, each heading once; the top-level
+    help and `cpi props --help` name every built-in cloud."""
+    from cpi.cli.commands import COMMANDS
+    from cpi.clouds import BUILTIN
+
+    helps = [[], *([c.name] for c in COMMANDS), ["release", "build"], ["release", "vendor"]]
+    for words in helps:
+        run = cpi(*words, "--help", cwd=tmp_path)
+        assert run.returncode == 0, (words, run.stderr)
+        headings = re.findall(r"^(\S[^\n]*):$", run.stdout, re.M)
+        assert len(headings) == len(set(headings)), (words, headings)
+        if words in ([], ["props"]):
+            text = " ".join(run.stdout.split())
+            assert all(re.search(rf"\b{name}\b", text) for name in BUILTIN), (words, text)

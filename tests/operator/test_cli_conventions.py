@@ -57,8 +57,9 @@ def test_piped_a_table_is_its_rows_whole_and_tab_separated(cloud):
     rows = piped.stdout.splitlines()
     assert len(rows) == 2  # no title, no header, no count: what cut and awk expect
     assert sorted(row.split("\t")[0].strip() for row in rows) == sorted(cloud["disks"])
-    assert all(RFC3339.match(row.split("\t")[2].strip()) for row in rows)
-    assert all(row.split("\t")[4].strip() == DIRECTOR for row in rows)
+    assert all(row.split("\t")[2].strip() == "persistent" for row in rows)  # the disk's role
+    assert all(RFC3339.match(row.split("\t")[3].strip()) for row in rows)
+    assert all(row.split("\t")[5].strip() == DIRECTOR for row in rows)
 
 
 def test_in_80_columns_no_cell_is_squeezed(cloud):
@@ -66,7 +67,7 @@ def test_in_80_columns_no_cell_is_squeezed(cloud):
     assert seen.returncode == 0, seen.screen
     lines = seen.lines
     lines = lines[lines.index("disks on the local cloud"):]
-    assert re.match(r"^cid +state +created_at +age +director_uuid", lines[2])
+    assert re.match(r"^cid +state +role +created_at +age +director_uuid", lines[2])
     for disk_cid in cloud["disks"]:  # each cid whole, on one line, with its state beside it
         assert any(line.startswith(f"{disk_cid}  ") and "available" in line for line in lines), seen.screen
     assert [line for line in lines if line][-1] == "2 disks"
@@ -79,8 +80,24 @@ def test_columns_are_picked_in_the_order_given(cloud):
         sorted([[DIRECTOR.ljust(len(DIRECTOR)), d] for d in cloud["disks"]])
     bad = run("list", "disks", "--config", str(cloud["config"]), "--column", "size")
     assert bad.returncode == 2 and bad.stdout == ""
-    assert bad.stderr.strip() == ("cpi list: error: no column 'size'; the columns are: cid, state, created_at, age, "
-                                  "director_uuid, agent_id, deployment, job, index")
+    assert bad.stderr.strip() == ("cpi list: error: no column 'size'; the columns are: cid, state, role, created_at, "
+                                  "age, director_uuid, agent_id, deployment, job, index")
+
+
+@pytest.mark.parametrize("flag", ["--json", "--yaml"])
+def test_data_holds_only_the_columns_asked(cloud, flag):
+    """#32: `--json` printed every key whatever `--column` said. A column is a key, a key of
+    the tags or details (as the table shows it), or a dotted path; null where a row lacks
+    it, as the table's cell is empty."""
+    config = str(cloud["config"])
+    printed = run("list", "disks", "--config", config, flag, "--column", "cid", "--column", "director_uuid",
+                  "--column", "deployment", "--column", "details.size_mib")
+    assert printed.returncode == 0, printed.stderr
+    assert sorted(yaml.safe_load(printed.stdout), key=lambda row: row["cid"]) == [
+        {"cid": d, "director_uuid": DIRECTOR, "deployment": None, "details.size_mib": 1}
+        for d in sorted(cloud["disks"])]
+    shown = run(flag, "--column", "state", "show", "disk", cloud["disks"][0], "--config", config)
+    assert shown.returncode == 0 and yaml.safe_load(shown.stdout) == {"state": "available"}
 
 
 @pytest.mark.parametrize("where", ["before", "after"])

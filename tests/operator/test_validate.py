@@ -4,6 +4,7 @@ online against moto and the OpenStack loopback services."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -14,6 +15,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "s3cr3t-Validate-Value"
+#: what `cpi validate` says a call does with a key no model knows (validation.strict off)
+IGNORES = " (every call ignores it, with a warning in its log)"
 
 
 def run(cloud_config: dict | str, config: Path | None, *args: str, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -62,7 +65,7 @@ def test_local_all_problems_at_once(tmp_path):
     result = run(doc, None, "--json", tmp_path=tmp_path)
     assert result.returncode == 1, result.stderr
     found = findings(result)
-    assert found["vm_types[name=small].cloud_properties.rma"] == "unknown property, did you mean ram?"
+    assert found["vm_types[name=small].cloud_properties.rma"] == "unknown property, did you mean ram?" + IGNORES
     assert found["vm_types[1].cloud_properties.cpu"].startswith("wrong type: expected an integer, got a string")
     assert "duplicate name 'small'" in found["vm_types[name=small]"]
     assert "vm_extensions[name=big].cloud_properties.password" in found
@@ -106,7 +109,8 @@ def test_aws_offline_all_problems_at_once(tmp_path):
     result = run(AWS_BAD, aws_offline_config(tmp_path), "--json", tmp_path=tmp_path)
     assert result.returncode == 1, result.stderr
     found = findings(result)
-    assert found["vm_types[name=web].cloud_properties.instance_tpye"] == "unknown property, did you mean instance_type?"
+    assert found["vm_types[name=web].cloud_properties.instance_tpye"] == (
+        "unknown property, did you mean instance_type?" + IGNORES)
     assert found["vm_types[name=web].cloud_properties.instance_type"] == "required property missing"
     assert "duplicate name 'web'" in found["vm_types[name=web]"]
     assert found["vm_types[1].cloud_properties.ephemeral_disk.size"] == \
@@ -115,7 +119,7 @@ def test_aws_offline_all_problems_at_once(tmp_path):
     assert "vm_extensions[name=lb].cloud_properties.secret_access_key" in found
     assert "gp9" in found["disk_types[name=fast].cloud_properties.type"]
     assert found["networks[name=default].subnets[0].cloud_properties.securty_groups"] == (
-        "unknown property, did you mean security_groups?")
+        "unknown property, did you mean security_groups?" + IGNORES)
     assert not any(p.startswith("azs") for p in found)  # a partial vm_type: no instance_type needed
     assert SECRET not in result.stdout + result.stderr
 
@@ -176,6 +180,21 @@ def test_aws_online(moto_account, tmp_path):
         "availability zone 'us-east-1q' does not exist")
     assert moto_env.SECRET_ACCESS_KEY not in result.stdout + result.stderr
     assert "slim" not in result.stderr  # no warning about the model DescribeKeyPairs needs
+
+
+def test_sizes_are_listed_in_natural_order(moto_account, tmp_path):
+    """#32 (`cpi avail`, here for this module's moto): m5.12xlarge was listed before
+    m5.2xlarge, the cloud sorting names as text; the numbers in a name now compare as
+    numbers."""
+    config = moto_account.write_config(tmp_path / "cpi.json")
+    sizes = subprocess.run([sys.executable, "-m", "cpi.cli", "avail", "sizes", "--config", str(config),
+                            "--filter", "m5.*", "--json", "--column", "name"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert sizes.returncode == 0, sizes.stderr
+    names = [row["name"] for row in json.loads(sizes.stdout)]
+    assert {"m5.2xlarge", "m5.4xlarge", "m5.12xlarge", "m5.24xlarge"} <= set(names), names
+    assert names.index("m5.2xlarge") < names.index("m5.4xlarge") < names.index("m5.12xlarge") < \
+        names.index("m5.24xlarge")
 
 
 def test_a_cloud_without_online_checks_says_so():
@@ -252,8 +271,8 @@ def test_openstack_offline_network_types(tmp_path):
     found = findings(result)
     assert found["vm_types[name=small].cloud_properties.availability_zones"].startswith("wrong type: expected a list")
     assert found["networks[name=dyn].cloud_properties.security_group"] == \
-        "unknown property, did you mean security_groups?"
-    assert found["networks[name=vip].cloud_properties.net_id"] == "unknown property (nothing can be set here)"
+        "unknown property, did you mean security_groups?" + IGNORES
+    assert found["networks[name=vip].cloud_properties.net_id"] == "unknown property (nothing can be set here)" + IGNORES
     assert found["networks[name=odd].type"].startswith("must be one of manual, dynamic, vip")
     assert SECRET not in result.stdout + result.stderr
 
@@ -292,3 +311,132 @@ def test_vsphere_managed_networks_are_checked_against_create_network_s_keys(tmp_
         "unknown property, did you mean t0_router_id?"), found
     assert "networks[name=typo].subnets[0].cloud_properties.t0_router_id" in found
     assert found["networks[name=plain].subnets[0]"] == "missing range"
+
+
+# ---------------------------------------------------------------- what the call itself would do (#32)
+
+#: a line of the call's log naming a key it ignored: the path and the key it likely means
+_IGNORED = re.compile(r"(?m)cpi\.validation: (\S+): unknown property ignored(, did you mean \S+\?)?")
+
+
+def ignored_by_the_call(config: Path, method: str, *arguments) -> dict[str, str]:
+    """{path: hint} of each key bin/cpi's own call leaves out, read off its log."""
+    from tests.support.runner import Cpi
+
+    response = Cpi(config).call(method, *arguments)
+    assert response.error is None, response.error
+    return {m.group(1): m.group(2) or "" for m in _IGNORED.finditer(response.log)}
+
+
+def reported(result: subprocess.CompletedProcess) -> dict[str, str]:
+    """validate's findings in cpi.json, by the path the call's log names."""
+    prefix = "cpi.json: "
+    return {path.removeprefix(prefix): problem for path, problem in findings(result).items() if path.startswith(prefix)}
+
+
+def cli(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cpi.cli", *argv], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120, input=stdin)
+
+
+def plan_warnings(config: Path, method: str, *arguments) -> list[str]:
+    """`cpi plan`'s warnings on stderr (the call's own, as its log words them)."""
+    proc = cli("plan", method, *(json.dumps(a) for a in arguments), "--config", str(config))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    prefix = "cpi plan: warning: "
+    return [line.removeprefix(prefix) for line in proc.stderr.splitlines() if line.startswith(prefix)]
+
+
+def assert_validate_says_what_the_call_does(config: Path, method: str, *arguments) -> dict[str, str]:
+    """Every key of cpi.json bin/cpi's call ignores is an error of `cpi validate`, with the
+    same path and the same likely key, and no other; `cpi plan` of the call warns of each.
+    Returns validate's {path: problem}."""
+    ignored = ignored_by_the_call(config, method, *arguments)
+    assert ignored, "the config holds no key the call ignores"
+    result = cli("validate", "--config", str(config), "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = reported(result)
+    assert set(found) == set(ignored), (found, ignored)
+    for path, hint in ignored.items():
+        assert found[path] == f"unknown property{hint}{IGNORES}"
+    warned = plan_warnings(config, method, *arguments)
+    assert [w.split(": unknown property ignored")[0] for w in warned] == list(ignored), warned
+    return found
+
+
+def test_local_cpi_json_keys_the_call_ignores_are_errors(tmp_path):
+    """`stat_dir` passed `cpi validate` while the call used the default state dir: now each
+    key the call leaves out is an error naming it and the key meant, at every level."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {
+        "local": {"state_dir": str(state), "stat_dir": str(tmp_path / "elsewhere"),
+                  "faults": [{"method": "create_vm", "tims": 1}]},
+        "agent": {"ntpp": ["pool.ntp.org"], "password": SECRET},
+        "audit": {"max_byte": 1024}}}}))
+    found = assert_validate_says_what_the_call_does(config, "has_vm", "vm-1")
+    assert found["cloud.properties.local.stat_dir"].startswith("unknown property, did you mean state_dir?")
+    assert found["cloud.properties.local.faults[0].tims"].startswith("unknown property, did you mean times?")
+    assert found["cloud.properties.audit.max_byte"].startswith("unknown property, did you mean max_bytes?")
+    assert "cloud.properties.agent.password" in found
+
+    # the table says the same, with the verdict; a cloud-config on stdin adds its own findings
+    table = cli("validate", "--config", str(config))
+    assert table.returncode == 1 and "did you mean state_dir?" in table.stdout and "5 errors" in table.stdout
+    typo = yaml.safe_dump({"vm_types": [{"name": "small", "cloud_properties": {"rma": 1024}}]})
+    both = cli("validate", "-", "--config", str(config), "--json", stdin=typo)
+    assert both.returncode == 1
+    assert set(reported(both)) == set(found)
+    assert findings(both)["vm_types[name=small].cloud_properties.rma"] == (
+        "unknown property, did you mean ram?" + IGNORES)
+    assert SECRET not in table.stdout + both.stdout + both.stderr
+
+    # validation.strict: the call refuses the file, and validate says so, naming the same key
+    strict = json.loads(config.read_text())
+    strict["cloud"]["properties"]["validation"] = {"strict": True}
+    config.write_text(json.dumps(strict))
+    result = cli("validate", "-", "--config", str(config), "--json", stdin=typo)
+    assert result.returncode == 1, result.stdout + result.stderr
+    problem = findings(result)["cpi.json"]
+    assert "cloud.properties.local.stat_dir: unknown property, did you mean state_dir?" in problem
+    from tests.support.runner import Cpi
+
+    refused = Cpi(config).call("has_vm", "vm-1").error
+    assert refused is not None and refused["message"] in problem
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_aws_cpi_json_and_cloud_properties_keys_the_call_ignores(moto_account, tmp_path):
+    config = moto_account.write_config(tmp_path / "cpi.json", defualt_key_name="bosh", max_retry=3)
+    found = assert_validate_says_what_the_call_does(config, "has_vm", "i-0123456789abcdef0")
+    assert found["cloud.properties.aws.defualt_key_name"].startswith("unknown property, did you mean default_key_name?")
+
+    # a cloud_properties key: the plan of create_disk warns of it as the call's log does,
+    # and validate reports it in the cloud-config, the same key meant
+    warned = plan_warnings(config, "create_disk", 1024, {"tpye": "gp3"}, None)
+    assert "disk_type cloud_properties.tpye: unknown property ignored, did you mean type?" in " ".join(warned)
+    result = run({"disk_types": [{"name": "d", "disk_size": 1024, "cloud_properties": {"tpye": "gp3"}}]},
+                 config, "--json", tmp_path=tmp_path)
+    assert findings(result)["disk_types[name=d].cloud_properties.tpye"].startswith(
+        "unknown property, did you mean type? (every call ignores it")
+    assert moto_env_secret() not in result.stdout + result.stderr
+
+
+def moto_env_secret() -> str:
+    from tests.aws import moto_env
+
+    return moto_env.SECRET_ACCESS_KEY
+
+
+def test_a_yaml_error_is_one_line_naming_file_line_and_column(tmp_path):
+    path = tmp_path / "cloud-config.yml"
+    path.write_text("vm_types:\n- name: a\n  cloud_properties: {cpu: 1\nnetworks: []\n")
+    proc = cli("validate", str(path))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [(
+        f"cpi validate: error: not valid YAML: {path}:4:9: expected ',' or '}}', but got ':' "
+        "(while parsing a flow mapping at 3:21)")], proc.stderr
+    piped = cli("validate", "-", stdin="a: [1,\n")
+    assert piped.returncode == 2 and len(piped.stderr.splitlines()) == 1
+    assert piped.stderr.startswith("cpi validate: error: not valid YAML: <stdin>:2:1: "), piped.stderr

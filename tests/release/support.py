@@ -244,6 +244,26 @@ def job_spec() -> dict:
     return yaml.safe_load((JOB_DIR / "spec").read_text())
 
 
+def alias_spec(name: str) -> dict:
+    """The spec BOSH renders job `name` of the release with: job cpi's under an alias."""
+    from cpi.release.definition import load_definition
+    from cpi.release.reader import alias_job, read_job
+
+    alias = load_definition(REPO).job_aliases[name]
+    job = alias_job(read_job(REPO, alias.job), name, alias)
+    return yaml.safe_load(next(entry for entry in job.entries if entry.relpath == "job.MF").data or b"")
+
+
+def render_job(job_dir: Path, properties: dict, tmp_path: Path, ruby: str, spec: dict | None = None) -> Path:
+    """Every template of job cpi (`spec` for an alias) rendered into `job_dir` where its spec
+    puts it, bin/* executable, as the agent and create-env lay a job out."""
+    spec = spec or job_spec()
+    for source, destination in spec["templates"].items():
+        text = render(JOB_DIR / "templates" / source, properties, tmp_path, ruby, spec)
+        write(job_dir / destination, text, 0o755 if destination.startswith("bin/") else 0o644)
+    return job_dir
+
+
 def render(template: Path, properties: dict, tmp_path: Path, ruby: str, spec: dict | None = None) -> str:
     """Render `template` of job cpi with manifest `properties` through Ruby's ERB, with the
     job spec's defaults, as bosh-cli does. Raises RenderError on a template error."""

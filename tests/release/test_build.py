@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from cpi.release.builder import build_release
+from cpi.release.definition import load_definition
 from cpi.release.errors import ReleaseError
 from cpi.release.manifest import ReleaseManifest
 from cpi.release.reader import read_release
@@ -243,20 +244,28 @@ def test_project_release_builds_with_the_expected_layout(project_release, tmp_pa
         "./job.MF",
         "./monit",
         "./templates/",
+        "./templates/cpi-operator.erb",
         "./templates/cpi.erb",
         "./templates/cpi.json.erb",
+        "./templates/env.sh.erb",
+        "./templates/pre-start.erb",
     ]
     # the official CPIs' job names: job cpi's files, a job.MF of their own
     for alias, plugin in (("aws_cpi", "aws"), ("openstack_cpi", "openstack"), ("vsphere_cpi", "vsphere")):
         aliased = read_member(result.tarball, f"jobs/{alias}.tgz")
         assert list(members(aliased)) == list(members(job))
-        for template in ("./templates/cpi.erb", "./templates/cpi.json.erb", "./monit"):
+        for template in [name for name in members(job) if name.startswith("./templates/") and name[-1] != "/"]:
             assert read_member(aliased, template) == read_member(job, template)
+        assert read_member(aliased, "./monit") == read_member(job, "./monit")
         spec = yaml.safe_load(read_member(aliased, "./job.MF"))
         original = yaml.safe_load(read_member(job, "./job.MF"))
         assert spec["name"] == alias and spec["properties"]["cloud.plugin"]["default"] == plugin
         assert "default" not in original["properties"]["cloud.plugin"]
-        spec["properties"]["cloud.plugin"].pop("default")
+        # release.yml's defaults of the alias (the official job's where they differ), the rest as job cpi's
+        for key, default in load_definition(REPO).job_aliases[alias].defaults.items():
+            assert spec["properties"][key].pop("default") == default
+            if "default" in original["properties"][key]:
+                spec["properties"][key]["default"] = original["properties"][key]["default"]
         assert spec["properties"] == original["properties"] and spec["templates"] == original["templates"]
 
     cpi = members(read_member(result.tarball, "packages/cpi.tgz"))

@@ -28,9 +28,7 @@ from pydantic import SecretStr
 
 from cpi import config, validation
 from cpi.errors import CpiError
-from cpi.release.definition import load_definition
-from cpi.release.reader import alias_job, read_job
-from tests.release.support import JOB_DIR, REPO, job_spec, render
+from tests.release.support import JOB_DIR, REPO, alias_spec, job_spec, render
 from tests.support import gopatch
 
 DEPLOYMENT = Path(__file__).with_name("bosh-deployment")
@@ -91,13 +89,6 @@ def manifest(cloud: str, companions: list[str], ours: bool) -> dict:
     for path in ops_files(cloud, companions, ours):
         document = gopatch.apply(document, load(path))
     return gopatch.interpolate(document, VARIABLES, default=lambda name: f"value-of-{name}")
-
-
-def alias_spec(name: str) -> dict:
-    """The spec BOSH renders job `name` of the release with: job cpi's under an alias."""
-    alias = load_definition(REPO).job_aliases[name]
-    job = alias_job(read_job(REPO, alias.job), name, alias)
-    return yaml.safe_load(next(entry for entry in job.entries if entry.relpath == "job.MF").data or b"")
 
 
 def bosh_group(document: dict) -> dict:

@@ -29,12 +29,12 @@ from tests.release.support import (
     DIRECTOR_PATH,
     FAKE_STDLIB_KEPT,
     HOST_PYTHON,
-    JOB_DIR,
     REPO,
+    alias_spec,
     compile_package,
     fake_python_source,
     read_member,
-    render,
+    render_job,
     unpack,
     write,
 )
@@ -281,12 +281,11 @@ def job(installation, ruby, tmp_path_factory):
         # of the tests lingers (the default is 600 s)
         "helper": {"idle_timeout": 5},
     }
-    write(root / "jobs/cpi/bin/cpi", render(JOB_DIR / "templates/cpi.erb", properties, scratch, ruby), 0o755)
-    write(root / "jobs/cpi/config/cpi.json", render(JOB_DIR / "templates/cpi.json.erb", properties, scratch, ruby))
+    render_job(root / "jobs/cpi", properties, scratch, ruby)
     return root
 
 
-def call(root: Path, method: str, *arguments, env: dict | None = None):
+def call(root: Path, method: str, *arguments, env: dict | None = None, job: str = "cpi"):
     request = {
         "method": method,
         "arguments": list(arguments),
@@ -294,7 +293,7 @@ def call(root: Path, method: str, *arguments, env: dict | None = None):
         "api_version": 2,
     }
     result = subprocess.run(
-        [str(root / "jobs/cpi/bin/cpi")],
+        [str(root / "jobs" / job / "bin/cpi")],
         input=json.dumps(request),
         capture_output=True,
         text=True,
@@ -398,3 +397,50 @@ def test_installed_job_starts_the_interpreter_as_bin_cpi_does(job, tmp_path):
     assert shipped[1:5] == checkout[1:5] and shipped[1:3] == ["-I", "-S"], (shipped, checkout)
     assert shipped[5:] == [str(app), str(job / "jobs/cpi/config/cpi.json")]
     assert checkout[5:] == [str(REPO), str(config)]
+
+
+@pytest.fixture(scope="module")
+def moto_account(tmp_path_factory):
+    from tests.aws import moto_env
+
+    server = moto_env.MotoServer(tmp_path_factory.mktemp("moto") / "moto_server.log")
+    try:
+        yield moto_env.seed(server.url)
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_installed_aws_cpi_job_keeps_its_audit_trail_on_the_persistent_disk_and_the_operator_sees_it(
+        installation, ruby, moto_account, tmp_path):
+    """Day two on a director (#32): job aws_cpi as the agent lays it out on a VM, beside
+    store/ (the persistent disk), on the compiled package. bin/pre-start makes the job's
+    directory there; the director's calls (bin/cpi, wiped environment) keep their audit trail
+    in it, not under the user's home, which a recreated VM loses; bin/cpi-operator, with the
+    job's own cpi.json, lists the disk they made and shows their audit lines."""
+    root = installation["root"]
+    aws = moto_account.config()["cloud"]["properties"]["aws"]
+    properties = {"aws": aws, "agent": {"mbus": "nats://nats:secret@127.0.0.1:4222"}, "helper": {"idle_timeout": 5}}
+    render_job(root / "jobs/aws_cpi", properties, tmp_path, ruby, alias_spec("aws_cpi"))
+    started = subprocess.run([str(root / "jobs/aws_cpi/bin/pre-start")], capture_output=True, text=True, timeout=60)
+    assert started.returncode == 0, started.stderr
+    env = {"PATH": DIRECTOR_PATH, "HOME": os.environ["HOME"]}
+
+    disk = call(root, "create_disk", 1024, {}, None, env=env, job="aws_cpi")
+    try:
+        trail = root / "store/aws_cpi/audit/audit.log"
+        lines = [json.loads(line) for line in trail.read_text().splitlines()]
+        assert [(line["action"], line["resource_id"]) for line in lines] == [("create", disk)]
+        assert not (Path(os.environ["HOME"]) / ".cache/bosh-cpi/audit").exists()
+
+        def operator(*args: str):
+            result = subprocess.run([str(root / "jobs/aws_cpi/bin/cpi-operator"), *args, "--json"],
+                                    capture_output=True, text=True, env=env, cwd="/", timeout=120)
+            assert result.returncode == 0, result.stderr
+            return result.stdout
+
+        assert disk in [row["cid"] for row in json.loads(operator("list", "disks"))]
+        shown = [json.loads(line) for line in operator("audit", "--resource", disk).splitlines()]
+        assert [(line["action"], line["resource_id"]) for line in shown] == [("create", disk)]
+    finally:
+        call(root, "delete_disk", disk, env=env, job="aws_cpi")

@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import stat
 import subprocess
+import tempfile
 import typing
 from pathlib import Path
 
 import pytest
 
 from cpi.warm import where
-from tests.release.support import JOB_DIR, REPO, RenderError, job_spec, render, write
+from tests.release.support import JOB_DIR, REPO, RenderError, alias_spec, job_spec, render, render_job, write
 
 CPI_JSON = JOB_DIR / "templates/cpi.json.erb"
 CPI_ERB = JOB_DIR / "templates/cpi.erb"
@@ -206,6 +208,18 @@ def test_mbus_from_director_nats_when_agent_mbus_is_unset(cpi_json):
     assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://nats:pw@10.0.0.7:4222"
     config = cpi_json({"cloud": {"plugin": "local"}, "agent": {"nats": {"address": "10.0.0.7"}}})
     assert config["cloud"]["properties"]["agent"]["mbus"] == "nats://10.0.0.7:4222"
+
+
+@pytest.mark.parametrize(("job", "ntp"), [("aws_cpi", ["0.pool.ntp.org", "1.pool.ntp.org"]), ("openstack_cpi", []),
+                                          ("vsphere_cpi", ["0.pool.ntp.org", "1.pool.ntp.org"])])
+def test_each_alias_renders_its_official_jobs_agent_defaults(ruby, tmp_path, job, ntp):
+    """The official jobs differ on ntp and nats.user (aws_cpi and vsphere_cpi default them,
+    openstack_cpi does not): each alias renders its own, as the official job of its name."""
+    spec = alias_spec(job)
+    nats = {"address": "10.0.0.6", "password": "pw"}
+    agent = json.loads(render(CPI_JSON, {"nats": nats}, tmp_path, ruby, spec))["cloud"]["properties"]["agent"]
+    assert agent["ntp"] == ntp
+    assert agent["mbus"] == ("nats://10.0.0.6:4222" if job == "openstack_cpi" else "nats://nats:pw@10.0.0.6:4222")
 
 
 def test_debug_api_version(cpi_json):
@@ -476,9 +490,7 @@ def install(tmp_path: Path, ruby: str, properties: dict, *, with_package: bool =
     """A create-env style installation: <root>/jobs/cpi/{bin/cpi,config/cpi.json},
     <root>/packages/cpi/venv/bin/python (a stub) and the package's copy of bin/cpi."""
     root = tmp_path / "installation"
-    job = root / "jobs/cpi"
-    write(job / "bin/cpi", render(CPI_ERB, properties, tmp_path, ruby), 0o755)
-    write(job / "config/cpi.json", render(CPI_JSON, properties, tmp_path, ruby))
+    render_job(root / "jobs/cpi", properties, tmp_path, ruby)
     if with_package:
         write(root / "packages/cpi/venv/bin/python", STUB_PYTHON, 0o755)
         write(root / "packages/cpi/app/bin/cpi", (REPO / "bin/cpi").read_text(), 0o755)
@@ -522,6 +534,7 @@ def test_bin_cpi_in_the_directors_wiped_environment(ruby, tmp_path):
     assert env["HOME"] == pwd.getpwuid(os.getuid()).pw_dir
     assert cwd == "/"
     assert "http_proxy" not in env and "CPI_LOG_LEVEL" not in env
+    assert "CPI_JOB_STORE" not in env  # no persistent disk's store/ beside jobs/: the CPI's defaults
     assert env["CPI_HELPER_IDLE_TIMEOUT"] == "600" and float(env["CPI_HELPER_IDLE_TIMEOUT"]) == where.DEFAULT_IDLE
     assert (root / "packages/cpi/stdin.txt").read_text().startswith('{"method":"info"')
 
@@ -543,6 +556,7 @@ def test_bin_cpi_under_create_env_uses_its_variables(ruby, tmp_path):
     assert seen["BOSH_PACKAGES_DIR"] == str(elsewhere)
     assert seen["HOME"] == str(tmp_path)
     assert args[-1] == str(root / "jobs/cpi/config/cpi.json")
+    assert "CPI_JOB_STORE" not in seen  # an installation has no store/: the audit trail stays under HOME
 
 
 def test_bin_cpi_exports_proxies_and_log_level_exactly(ruby, tmp_path):
@@ -579,6 +593,94 @@ def test_rendered_files_modes_follow_create_env(ruby, tmp_path):
     # create-env chmods bin/* executable; nothing else in the job needs a mode.
     root = install(tmp_path, ruby, {"cloud": {"plugin": "local"}})
     assert (root / "jobs/cpi/bin/cpi").stat().st_mode & stat.S_IXUSR
+
+
+# --- day two on a director: the persistent disk, bin/cpi-operator --------------------------------
+
+#: What config/env.sh sets for both bin/cpi and bin/cpi-operator (PATH and the callers' own aside).
+JOB_ENVIRONMENT = ("BOSH_JOBS_DIR", "BOSH_PACKAGES_DIR", "HOME", "CPI_JOB_STORE", "CPI_HELPER_IDLE_TIMEOUT",
+                   "CPI_LOG_LEVEL", "http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY")
+
+
+def run_job_script(root: Path, script: str, *args: str, env: dict | None = None):
+    return subprocess.run([str(root / "jobs/cpi/bin" / script), *args], capture_output=True, text=True,
+                          env=env or {"PATH": DIRECTOR_PATH}, cwd="/", timeout=60)
+
+
+def test_pre_start_makes_the_jobs_private_directory_on_the_persistent_disk(ruby, tmp_path):
+    """The agent runs bin/pre-start as root once the persistent disk is mounted: it makes
+    <store>/<job> (a VM's /var/vcap/store/<job>), 0700, for the director's user (vcap) when
+    there is one, and is run again on every deploy without harm."""
+    root = install(tmp_path, ruby, {"cloud": {"plugin": "aws"}})
+    for _ in range(2):
+        result = run_job_script(root, "pre-start")
+        assert result.returncode == 0, result.stderr
+    store = root / "store/cpi"
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+    vcap = next((entry for entry in pwd.getpwall() if entry.pw_name == "vcap"), None)
+    assert store.stat().st_uid == (vcap.pw_uid if vcap else os.getuid())
+
+
+def test_bin_cpi_on_a_vm_keeps_the_audit_trail_on_the_persistent_disk(ruby, tmp_path):
+    """Beside jobs/ and packages/, a VM has store/ (the persistent disk): once pre-start has
+    made the job's directory there, bin/cpi names it to the CPI, whose audit trail goes there."""
+    root = install(tmp_path, ruby, {"cloud": {"plugin": "aws"}})
+    assert run_job_script(root, "pre-start").returncode == 0
+    result = run_bin_cpi(root, {"PATH": DIRECTOR_PATH})
+    assert result.returncode == 0, result.stderr
+    _, env, _ = invocation(root / "packages/cpi")
+    assert env["CPI_JOB_STORE"] == str(root / "store/cpi")
+
+
+def test_cpi_operator_runs_the_cli_with_the_jobs_config_in_bin_cpis_environment(ruby, tmp_path):
+    properties = {"cloud": {"plugin": "aws"}, "env": {"http_proxy": "http://proxy:3128", "no_proxy": "a,b"},
+                  "debug": {"log_level": "debug"}}
+    root = install(tmp_path, ruby, properties)
+    assert run_job_script(root, "pre-start").returncode == 0
+    assert run_bin_cpi(root, {"PATH": DIRECTOR_PATH}).returncode == 0
+    _, called, _ = invocation(root / "packages/cpi")
+    # what `sudo` leaves: a HOME and a few variables of its own, which change nothing here
+    result = run_job_script(root, "cpi-operator", "list", "vms", "--json",
+                            env={"PATH": DIRECTOR_PATH, "HOME": pwd.getpwuid(os.getuid()).pw_dir, "SUDO_USER": "op"})
+    assert result.returncode == 0, result.stderr
+    args, env, cwd = invocation(root / "packages/cpi")
+    assert args == ["-I", "-m", "cpi.cli", "list", "vms", "--json"]
+    assert env["CPI_CONFIG"] == str(root / "jobs/cpi/config/cpi.json")
+    assert {k: env.get(k) for k in JOB_ENVIRONMENT} == {k: called.get(k) for k in JOB_ENVIRONMENT}
+    assert env["CPI_JOB_STORE"] == str(root / "store/cpi") and env["http_proxy"] == "http://proxy:3128"
+    assert cwd == "/"
+
+
+def test_cpi_operator_without_the_package_says_so(ruby, tmp_path):
+    root = install(tmp_path, ruby, {"cloud": {"plugin": "aws"}}, with_package=False)
+    result = run_job_script(root, "cpi-operator", "list", "vms")
+    assert result.returncode == 1
+    assert "package cpi is not installed" in result.stderr and result.stdout == ""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becoming another user needs root")
+def test_cpi_operator_run_as_root_becomes_the_user_that_owns_the_jobs_store(ruby, tmp_path):
+    """`sudo bin/cpi-operator ...` on a director: the command runs as the user whose calls
+    the director makes (the owner of /var/vcap/store/<job>), with that user's home, so that
+    what it writes (audit lines, caches, locks) is theirs and the director's calls can use
+    it. The layout is in a directory that user can reach (the run's own is root's alone)."""
+    nobody = pwd.getpwnam("nobody")
+    base = Path(tempfile.mkdtemp(prefix="cpi-operator-", dir="/var/tmp"))
+    try:
+        base.chmod(0o755)
+        root = install(base, ruby, {"cloud": {"plugin": "aws"}})
+        assert run_job_script(root, "pre-start").returncode == 0
+        os.chown(root / "store/cpi", nobody.pw_uid, nobody.pw_gid)
+        (root / "packages/cpi").chmod(0o777)  # where the stub python records how it ran
+        write(root / "packages/cpi/venv/bin/python", STUB_PYTHON.replace("env;", "env; echo UID=$(id -u);"), 0o755)
+        result = run_job_script(root, "cpi-operator", "list", "vms", env={"PATH": DIRECTOR_PATH, "HOME": "/root"})
+        assert result.returncode == 0, result.stderr
+        args, env, _ = invocation(root / "packages/cpi")
+        assert args[-2:] == ["list", "vms"]
+        assert env["UID"] == str(nobody.pw_uid) and env["HOME"] == nobody.pw_dir
+        assert env["CPI_JOB_STORE"] == str(root / "store/cpi")
+    finally:
+        shutil.rmtree(base)
 
 
 THROTTLE_SAMPLES = {"enabled": False, "state_dir": "/var/vcap/data/cpi/throttle", "max_rate": 8.0, "min_rate": 0.5,

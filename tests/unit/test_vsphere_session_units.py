@@ -30,8 +30,8 @@ def test_the_endpoint_is_read_from_host(host, expected):
 
 
 @pytest.mark.parametrize(("exc", "safe", "unsafe"), [
-    (errors.ConnectFailed("vc:443", 1, TimeoutError("timed out")), "transient", "transient"),
-    (errors.ConnectFailed("vc:443", 1, ConnectionRefusedError(111, "refused")), "transient", "transient"),
+    (errors.ConnectFailed("vc:443", 1, TimeoutError("timed out")), "unreachable", "unreachable"),
+    (errors.ConnectFailed("vc:443", 1, ConnectionRefusedError(111, "refused")), "unreachable", "unreachable"),
     (TimeoutError("timed out"), "transient", "permanent"),
     (ConnectionResetError(104, "reset"), "transient", "permanent"),
     (http.client.RemoteDisconnected("closed"), "transient", "permanent"),

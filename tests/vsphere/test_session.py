@@ -122,9 +122,11 @@ def test_a_hung_endpoint_fails_within_the_configured_bounds_without_the_password
     # the budget, plus at most one attempt's connect_timeout and the last backoff's rounding
     assert 0.4 <= took < 1.5 + 0.4 + 1.0, took
     message = str(failed.value)
-    assert message == (f"GET /sdk/vimServiceVersions.xml: the vCenter at 127.0.0.1:{hung_endpoint} did not complete a "
-                       "connection (TCP and TLS) within connect_timeout (0.4s)"), message
-    assert failed.value.ok_to_retry
+    assert message == (f"GET /sdk/vimServiceVersions.xml: cannot open a connection to the vCenter at "
+                       f"127.0.0.1:{hung_endpoint}: no connection (TCP and TLS) within connect_timeout (0.4s); "
+                       "check vsphere.host (the job's vcenter.host), and that it is up and reachable from this "
+                       "machine"), message
+    assert not failed.value.ok_to_retry  # the director asking again would only wait as long again
     assert vcsim.password not in message and vcsim.password not in caplog.text
     assert "retrying" in caplog.text  # the waits are logged
 

@@ -315,7 +315,7 @@ def test_a_write_the_nsx_checks_asked_for_is_withheld_and_fails_the_check():
     from cpi.clouds.vsphere import inspect, rest
     from cpi.errors import CpiError
 
-    nowhere = rest.Client("127.0.0.1:9", peer="the NSX-V manager", ca_key="nsx.ca_cert",
+    nowhere = rest.Client("127.0.0.1:9", peer="the NSX-V manager", ca_key="nsx.ca_cert", address_key="nsx.address",
                           context=ssl.create_default_context(), headers={}, user="admin", secrets=[], budget=1,
                           connect_timeout=1, read_timeout=1)
     written = "/api/2.0/services/securitygroup/bulk/globalroot-0"

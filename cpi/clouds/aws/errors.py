@@ -105,13 +105,27 @@ def classifier(*, idempotent: bool = True, also: Callable[[str], bool] | None = 
             if error_code in TRANSIENT_CODES or (status(exc) or 0) >= 500:
                 return retry.Verdict(retry.Kind.TRANSIENT, error_code, _retry_after(exc))
             return retry.PERMANENT
-        if isinstance(exc, (bexc.EndpointConnectionError, bexc.ConnectTimeoutError)):
-            return retry.Verdict(retry.Kind.TRANSIENT, type(exc).__name__)
+        connecting = unreached(exc)
+        if connecting is not None:
+            return connecting
         if isinstance(exc, (bexc.ReadTimeoutError, bexc.ConnectionClosedError)):
             return retry.Verdict(retry.Kind.TRANSIENT, type(exc).__name__) if idempotent else retry.PERMANENT
         return retry.PERMANENT
 
     return classify
+
+
+def unreached(exc: BaseException) -> retry.Verdict | None:
+    """The verdict on a request that could not open its connection (nothing was sent):
+    retry.unreached's, for what botocore raises when connecting."""
+    from botocore import exceptions as bexc
+
+    if isinstance(exc, bexc.ReadTimeoutError):  # a TLS handshake never answered is one too
+        return retry.unreached(exc)
+    if not isinstance(exc, bexc.ConnectionError):  # EndpointConnectionError, ConnectTimeoutError, SSLError, proxy
+        return None
+    kind = retry.Kind.PERMANENT if isinstance(exc, bexc.SSLError) else retry.Kind.UNREACHABLE
+    return retry.unreached(exc) or retry.Verdict(kind, type(exc).__name__, unopened=True)
 
 
 def to_cloud_error(exc: BaseException, what: str, credentials: str | None = None) -> CloudError:
@@ -143,10 +157,11 @@ def to_cloud_error(exc: BaseException, what: str, credentials: str | None = None
             "credentials_source static with access_key_id and secret_access_key, or provide an instance profile"
         )
     if isinstance(exc, bexc.EndpointConnectionError):
-        # an endpoint written with user:password@ shows neither
+        # (requests go through Aws.retrying, which names the endpoint's own setting; this is
+        # for what botocore sends elsewhere.) An endpoint written with user:password@ shows neither.
         text = re.sub(r"//[^/@\s\"']*@", "//",
                       f"cannot reach {getattr(exc, 'kwargs', {}).get('endpoint_url', 'the endpoint')}: {exc}")
-        return CloudError(f"{what}: {text}; check region and the *_endpoint properties", ok_to_retry=True)
+        return CloudError(f"{what}: {text}; check region and the *_endpoint properties")
     if isinstance(exc, bexc.BotoCoreError):
         return CloudError(f"{what}: {type(exc).__name__}: {exc}")
     return CloudError(f"{what}: unexpected {type(exc).__name__}: {exc}")

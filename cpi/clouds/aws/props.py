@@ -223,11 +223,12 @@ class AwsProperties(_Strict):
 
     # -- retries and waits
     max_retries: StrictInt = Field(
-        50,
+        8,
         ge=0,
         le=1000,
         description="Most retries of one throttled or failed request; with `retry_budget_seconds`, whichever "
-        "runs out first ends the retries.",
+        "runs out first ends the retries. 8, the official CPI's default: while EC2 throttles, backoff of up to "
+        "about two minutes in all.",
     )
     retry_budget_seconds: float = Field(
         600.0,

@@ -34,6 +34,9 @@ log = logging.getLogger("cpi.clouds.aws")
 SLIM_MODEL = Path(__file__).with_name("data") / "ec2-slim.json"
 SERVICES = ("ec2", "ebs", "sts", "elb", "elbv2")
 USER_AGENT = "bosh-python-cpi"
+#: the aws property that names each service's endpoint (unset: derived from the region)
+ENDPOINT_SETTINGS = {"ec2": "ec2_endpoint", "ebs": "ebs_endpoint", "sts": "sts_endpoint", "elb": "elb_endpoint",
+                     "elbv2": "elb_endpoint"}
 
 
 @lru_cache(maxsize=1)
@@ -175,13 +178,7 @@ class Aws:
             return self._clients[service]
 
     def _make_client(self, service: str, session=None):
-        endpoint = {
-            "ec2": self.properties.ec2_endpoint,
-            "ebs": self.properties.ebs_endpoint,
-            "sts": self.properties.sts_endpoint,
-            "elb": self.properties.elb_endpoint,
-            "elbv2": self.properties.elb_endpoint,
-        }[service]
+        endpoint = getattr(self.properties, ENDPOINT_SETTINGS[service])
         return (session or self._botocore_session()).create_client(
             service,
             region_name=self.properties.signing_region,
@@ -370,16 +367,30 @@ class Aws:
 
     def retrying(self, send: Callable[[], Any], client, service: str, operation: str, *, idempotent: bool,
                  budget: float | None = None, also: Callable[[str], bool] | None = None) -> Any:
-        """`send()` under cpi.retry, with this account's retry settings and shared backoff."""
+        """`send()` under cpi.retry, with this account's retry settings and shared backoff; an
+        endpoint that cannot be reached leaves as one CloudError naming it and its setting."""
+        what = f"{service}:{operation}"
         return retry.call(
             send,
             classify=errors.classifier(idempotent=idempotent, also=also),
-            what=f"{service}:{operation}",
+            what=what,
             budget=self.properties.retry_budget_seconds if budget is None else budget,
             max_attempts=self.properties.max_retries + 1,
             # EC2 throttles per account, region and API: so do the CPI processes on this host
             shared=f"aws-{service}-{self.properties.signing_region}-{backoff.endpoint_key(client.meta.endpoint_url)}",
+            unreachable=lambda verdict: retry.unreached_error(
+                verdict, what=what, endpoint=client.meta.endpoint_url, setting=self.endpoint_setting(service),
+                tls_setting="aws.ca_cert_file (or aws.connection_options.ca_cert)"),
         )
+
+    def endpoint_setting(self, service: str) -> str:
+        """The cpi.json setting that chose `service`'s endpoint: its `*_endpoint`, or the region
+        botocore derived it from."""
+        key = ENDPOINT_SETTINGS[service]
+        if getattr(self.properties, key):
+            return f"aws.{key}"
+        derived = "aws.region" + (" with aws.dualstack" if self.properties.dualstack else "")
+        return f"{derived} (the endpoint is derived from it; aws.{key} names one)"
 
     def ec2(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         return self.call("ec2", operation, **kwargs)

@@ -33,7 +33,8 @@ def _vm(record: VMRecord) -> Resource:
 def _disk(record: DiskRecord) -> Resource:
     return Resource("disk", record.disk_cid, "in-use" if record.vm_cid else "available", record.created_at,
                     _tags(record, record.metadata),
-                    {"size_mib": record.size, "attached_to": record.vm_cid,
+                    {"role": "persistent",  # a local VM's root and ephemeral disks are its own files, no disk
+                     "size_mib": record.size, "attached_to": record.vm_cid,
                      "cloud_properties": record.cloud_properties})
 
 

@@ -148,13 +148,12 @@ class OpenStackCloud(Cloud):
 
     @_boundary
     def show(self, kind: str, cid: str):
-        """As every cloud's, and a light stemcell's cid too (its image is not one this CPI
-        made, so no listing holds it)."""
-        if kind == "stemcells" and cid.endswith(" light"):
-            from . import inventory
+        """By its id, as has_vm finds it: a server the official CPI made (no metadata of this
+        CPI's), and a light stemcell's cid (an image someone else owns), which no listing
+        holds."""
+        from . import inventory
 
-            return inventory.light_stemcell(self.api, cid)
-        return super().show(kind, cid)
+        return inventory.show(self.api, kind, cid)
 
     @_boundary
     def available(self, offer: str):

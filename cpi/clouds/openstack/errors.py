@@ -154,7 +154,24 @@ def unsure(exc: BaseException) -> bool:
     return retry.unsure(classifier, exc)
 
 
+def unreached(exc: BaseException) -> retry.Verdict | None:
+    """The verdict on a request that could not open its connection (nothing was sent):
+    retry.unreached's, for what keystoneauth raises when connecting (a refusal, an unknown
+    host, a connect timeout, a TLS failure) and the SDK's version discovery wraps."""
+    module = type(exc).__module__
+    if not module.startswith("keystoneauth1") and type(exc).__name__ != "ServiceDiscoveryException":
+        return None
+    from keystoneauth1 import exceptions as ksa
+
+    if module.startswith("keystoneauth1") and not isinstance(exc, ksa.ConnectionError):
+        return None
+    return retry.unreached(exc)
+
+
 def _connection_verdict(exc: BaseException, idempotent: bool) -> retry.Verdict:
+    connecting = unreached(exc)
+    if connecting is not None:
+        return connecting
     module = type(exc).__module__
     if module.startswith("openstack") and type(exc).__name__ == "ServiceDiscoveryException":
         # the SDK probing a service's versions (GETs) got a throttled, failed or dropped answer

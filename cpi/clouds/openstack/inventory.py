@@ -1,17 +1,19 @@
-"""The OpenStack project as an operator sees it: read-only lists, filtered to what a BOSH
-CPI made (servers carry `agent_id` metadata from their create request; volumes made by
-create_disk are described "BOSH persistent disk")."""
+"""The OpenStack project as an operator sees it: read-only lists, servers and snapshots
+filtered to what BOSH made (cpi/clouds/inventory.py's BOSH_TAGS in their metadata: this
+CPI's `agent_id` and `director_uuid`, the director's `director`, which set_vm_metadata gives
+the official CPI's servers too, snapshot_disk's metadata on either CPI's snapshots); every
+volume, each with its role (a server's root volume apart from persistent disks); and one
+resource by its id whatever its metadata (`cpi show`, as has_vm finds it)."""
 
 from __future__ import annotations
 
 import urllib.parse
 from typing import Any
 
-from cpi.clouds.inventory import Offer, Resource, read_so_far
+from cpi.clouds.inventory import Offer, Resource, is_bosh, read_so_far
 
 from . import flavors
-
-DISK_DESCRIPTION = "BOSH persistent disk"
+from .vms import is_root_device
 
 
 def _strings(metadata: dict[str, Any] | None) -> dict[str, str]:
@@ -37,35 +39,71 @@ def _pages(api, service: str, path: str, key: str) -> list[dict[str, Any]]:
         marker = page[-1]["id"]
 
 
+def _vm(s: dict[str, Any]) -> Resource:
+    image = s.get("image")
+    return Resource("vm", s["id"], str(s.get("status", "?")).lower(), s.get("created"), _strings(s.get("metadata")),
+                    {"name": s.get("name"), "flavor": (s.get("flavor") or {}).get("original_name")
+                     or (s.get("flavor") or {}).get("id"),
+                     "image": image.get("id") if isinstance(image, dict) else None,  # "" when booted from a volume
+                     "zone": s.get("OS-EXT-AZ:availability_zone"),
+                     "addresses": {net: [a.get("addr") for a in addrs]
+                                   for net, addrs in (s.get("addresses") or {}).items()}})
+
+
+def _disk(v: dict[str, Any]) -> Resource:
+    """A volume; its role (cpi.clouds.inventory.ROLES) as get_disks tells it: the one
+    attached at a server's first device is its root (boot from volume), every other is a
+    persistent disk (a flavor's ephemeral disk is no volume)."""
+    attached: dict[str, Any] = next(iter(v.get("attachments") or []), {})
+    return Resource("disk", v["id"], v.get("status", "?"), v.get("created_at"), _strings(v.get("metadata")),
+                    {"role": "root" if is_root_device(attached.get("device")) else "persistent",
+                     "name": v.get("name"), "size_gib": v.get("size"), "type": v.get("volume_type"),
+                     "zone": v.get("availability_zone"), "attached_to": attached.get("server_id")})
+
+
+def _snapshot(s: dict[str, Any]) -> Resource:
+    return Resource("snapshot", s["id"], s.get("status", "?"), s.get("created_at"), _strings(s.get("metadata")),
+                    {"volume": s.get("volume_id"), "size_gib": s.get("size"), "description": s.get("description")})
+
+
+def _stemcell(i: dict[str, Any]) -> Resource:
+    return Resource("stemcell", i["id"], i.get("status", "?"), i.get("created_at"),
+                    {k: str(v) for k, v in i.items() if k in ("version", "os_distro", "director_uuid")},
+                    {"name": i.get("name"), "size_bytes": i.get("size"), "visibility": i.get("visibility")})
+
+
 def inventory(api, kind: str) -> list[Resource]:
     if kind == "vms":
         servers = _pages(api, "compute", "/servers/detail", "servers")
-        return [Resource("vm", s["id"], str(s.get("status", "?")).lower(), s.get("created"),
-                         _strings(s.get("metadata")),
-                         {"name": s.get("name"), "flavor": (s.get("flavor") or {}).get("original_name")
-                          or (s.get("flavor") or {}).get("id"),
-                          "zone": s.get("OS-EXT-AZ:availability_zone"),
-                          "addresses": {net: [a.get("addr") for a in addrs]
-                                        for net, addrs in (s.get("addresses") or {}).items()}})
-                for s in servers if "agent_id" in (s.get("metadata") or {})]
+        return [_vm(s) for s in servers if is_bosh(s.get("metadata") or {})]
     if kind == "disks":
-        volumes = _pages(api, "block-storage", "/volumes/detail", "volumes")
-        return [Resource("disk", v["id"], v.get("status", "?"), v.get("created_at"), _strings(v.get("metadata")),
-                         {"name": v.get("name"), "size_gib": v.get("size"), "type": v.get("volume_type"),
-                          "zone": v.get("availability_zone"),
-                          "attached_to": next((a.get("server_id") for a in v.get("attachments") or []), None)})
-                for v in volumes
-                if v.get("description") == DISK_DESCRIPTION or (v.get("metadata") or {}).get("director")]
+        return [_disk(v) for v in _pages(api, "block-storage", "/volumes/detail", "volumes")]
     if kind == "snapshots":
-        snapshots = _pages(api, "block-storage", "/snapshots/detail", "snapshots")
-        return [Resource("snapshot", s["id"], s.get("status", "?"), s.get("created_at"), _strings(s.get("metadata")),
-                         {"volume": s.get("volume_id"), "size_gib": s.get("size"), "description": s.get("description")})
-                for s in snapshots]
-    images = _pages(api, "image", "/images", "images")
-    return [Resource("stemcell", i["id"], i.get("status", "?"), i.get("created_at"),
-                     {k: str(v) for k, v in i.items() if k in ("version", "os_distro", "director_uuid")},
-                     {"name": i.get("name"), "size_bytes": i.get("size"), "visibility": i.get("visibility")})
-            for i in images if i.get("version") is not None]  # create_stemcell sets the stemcell's version
+        return [_snapshot(s) for s in _pages(api, "block-storage", "/snapshots/detail", "snapshots")
+                if is_bosh(s.get("metadata") or {})]
+    return [_stemcell(i) for i in _pages(api, "image", "/images", "images")
+            if i.get("version") is not None]  # create_stemcell sets the stemcell's version
+
+
+#: Where `show` reads one resource: service, path and the key of its answer.
+ONE = {"vms": ("compute", "/servers/{}", "server", _vm), "disks": ("block-storage", "/volumes/{}", "volume", _disk),
+       "snapshots": ("block-storage", "/snapshots/{}", "snapshot", _snapshot),
+       "stemcells": ("image", "/images/{}", None, _stemcell)}
+
+
+def show(api, kind: str, cid: str) -> Resource | None:
+    """One resource by its id, whoever made it and however it is tagged (None: not there)."""
+    if kind == "stemcells" and cid.endswith(" light"):
+        return light_stemcell(api, cid)
+    service, path, key, describe = ONE[kind]
+    response = api.request(service, "GET", path.format(urllib.parse.quote(cid, safe="")), ok=(404,))
+    if response.status_code == 404:
+        return None
+    body = response.json()
+    found = body[key] if key else body
+    if kind == "vms" and str(found.get("status", "")).upper() == "DELETED":
+        return None
+    return describe(found)
 
 
 def light_stemcell(api, stemcell_cid: str) -> Resource | None:

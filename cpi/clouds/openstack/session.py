@@ -140,9 +140,14 @@ class OpenStack:
                 auth=self._auth_plugin(),
                 session=http,
                 verify=self._verify(),
-                timeout=self.properties.read_timeout,  # the token request; the others get both below
                 app_name=APP_NAME,
             )
+            # What the token request (and discovery) is sent with; `request` gives its own. Set
+            # here because the constructor takes one number, which requests would use for the
+            # connection too: a Keystone that drops SYNs was waited on for read_timeout (120 s)
+            # per attempt, not connect_timeout.
+            self._session.timeout = (self.properties.connect_timeout,  # type: ignore[assignment]  # requests' pair
+                                     self.properties.read_timeout)
         return self._session
 
     @property
@@ -243,6 +248,10 @@ class OpenStack:
     def _call_with_retry(self, fn: Callable[[], Any], what: str, *, idempotent: bool, budget: float | None = None,
                          also: Callable[[errors.ApiError], bool] | None = None, service: str = "identity",
                          endpoint: str | None = None) -> Any:
+        """`fn()` under cpi.retry; an endpoint that cannot be reached leaves as one CloudError
+        naming it and the setting that chose it."""
+        # Keystone's token, or (endpoint unknown yet) a catalog endpoint being discovered
+        reached = service if endpoint else "identity" if what == "keystone token" else what.split(" ", 1)[0]
         return retry.call(
             fn,
             classify=errors.classifier(idempotent=idempotent, also=also),
@@ -250,7 +259,24 @@ class OpenStack:
             budget=self.properties.retry_budget_seconds if budget is None else budget,
             max_attempts=self.properties.max_retries + 1,
             shared=_shared_key(service, endpoint or self.properties.auth_url),
+            unreachable=lambda verdict: retry.unreached_error(
+                verdict, what=what, endpoint=endpoint or self._endpoint_of(reached), setting=self._setting_of(reached),
+                tls_setting="openstack.ca_cert (or connection_options.ca_cert)"),
         )
+
+    def _endpoint_of(self, service: str) -> str:
+        if service == "identity":
+            return self.properties.auth_url
+        return self.properties.endpoint_overrides.get(service) or f"the service catalog's {service} endpoint"
+
+    def _setting_of(self, service: str) -> str:
+        """The cpi.json setting that chose `service`'s endpoint."""
+        if service == "identity":
+            return "openstack.auth_url"
+        if service in self.properties.endpoint_overrides:
+            return f"openstack.endpoint_overrides.{service}"
+        return (f"the service catalog's {service} endpoint for openstack.region and openstack.endpoint_type "
+                f"(openstack.endpoint_overrides.{service} replaces it)")
 
     def request(self, service: str, method: str, path: str, *, json: Any = None, data: Any = None,
                 headers: dict[str, str] | None = None, microversion: str | None = None,

@@ -437,7 +437,7 @@ class Vms:
 
     def disks(self, vm_cid: str) -> list[str]:
         """Persistent disks: the attached volumes except the boot volume (device letter a)."""
-        return [a["volumeId"] for a in self.attachments(vm_cid) if not _is_root_device(a.get("device"))]
+        return [a["volumeId"] for a in self.attachments(vm_cid) if not is_root_device(a.get("device"))]
 
     def calculate_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
         return flavors.calculate(self.api, resources, self.properties.boot_from_volume)
@@ -462,7 +462,8 @@ def _zones(props: VMCloudProperties) -> list[str | None]:
     return [props.availability_zone]
 
 
-def _is_root_device(device: str | None) -> bool:
+def is_root_device(device: str | None) -> bool:
+    """Whether a volume attached at `device` is the server's root disk (device letter a)."""
     return bool(device and device.rstrip("0123456789").endswith("a"))
 
 

@@ -138,6 +138,11 @@ class VsphereCloud(Cloud):
     def inventory(self, kind: str):
         return self._inventory().inventory(kind)
 
+    def show(self, kind: str, cid: str):
+        """A disk by the cid the director knows too: the file's name with, after a ".", the
+        datastore pattern it was made for (the listing knows the file's name alone)."""
+        return super().show(kind, cid.partition(".")[0] if kind == "disks" else cid)
+
     @_boundary
     def available(self, offer: str):
         return self._inventory().available(offer)

@@ -28,6 +28,7 @@ class ConnectFailed(OSError):
     def __init__(self, endpoint: str, timeout: float, cause: BaseException):
         self.endpoint = endpoint
         self.timeout = timeout
+        self.cause = cause
         self.timed_out = isinstance(cause, TimeoutError)
         self.tls = isinstance(cause, ssl.SSLError) and not self.timed_out
         what = f"no TLS handshake within {timeout:g}s" if self.timed_out else f"{type(cause).__name__}: {cause}"
@@ -58,7 +59,7 @@ def classifier(*, idempotent: bool) -> retry.Classifier:
         if isinstance(exc, BoshError):
             return retry.PERMANENT  # already translated (a failed re-login): its own budget is spent
         if isinstance(exc, ConnectFailed):
-            return retry.PERMANENT if exc.tls else retry.Verdict(retry.Kind.TRANSIENT, "cannot connect")
+            return unreached(exc)
         if isinstance(exc, ssl.SSLCertVerificationError):
             return retry.PERMANENT
         if isinstance(exc, TimeoutError):
@@ -82,6 +83,19 @@ def classifier(*, idempotent: bool) -> retry.Classifier:
         return retry.PERMANENT
 
     return classify
+
+
+def unreached(exc: ConnectFailed) -> retry.Verdict:
+    """The verdict on a connection that could not be opened: a TLS failure is permanent;
+    a refusal, an unknown host, no route or no handshake within connect_timeout get
+    retry.py's short budget for unreachable endpoints, not the busy vCenter's."""
+    if exc.tls:
+        return retry.PERMANENT
+    if exc.timed_out:
+        return retry.Verdict(retry.Kind.UNREACHABLE,
+                             f"no connection (TCP and TLS) within connect_timeout ({exc.timeout:g}s)", unopened=True)
+    return retry.unreached(exc.cause) or retry.Verdict(retry.Kind.UNREACHABLE, f"cannot connect ({exc.cause})",
+                                                       unopened=True)
 
 
 def fault_name(exc: BaseException) -> str | None:
@@ -110,12 +124,12 @@ def describe(exc: BaseException) -> str:
 
 def to_cloud_error(exc: BaseException, *, what: str, endpoint: str, user: str, secrets: Iterable[str],
                    connect_timeout: float, read_timeout: float, peer: str = "the vCenter",
-                   ca_key: str = "connection_options.ca_cert") -> BoshError:
+                   ca_key: str = "connection_options.ca_cert", address_key: str = "vsphere.host") -> BoshError:
     """The CloudError for a failure of the wire or of the login, after the retries: names the
-    request, the vCenter, the user and the setting that bounds the wait; never a secret.
-    `peer` and `ca_key` name another server on the same wire (an NSX manager: "the NSX-V
-    manager", "nsx.ca_cert"), so that its failures do not send the operator to the vCenter's
-    settings."""
+    request, the vCenter, the user and the setting that bounds the wait or names the address
+    (`address_key`); never a secret. `peer`, `ca_key` and `address_key` name another server on
+    the same wire (an NSX manager: "the NSX-V manager", "nsx.ca_cert", "nsx.address"), so that
+    its failures do not send the operator to the vCenter's settings."""
     if isinstance(exc, BoshError):
         return exc
     secrets = list(secrets)
@@ -125,13 +139,11 @@ def to_cloud_error(exc: BaseException, *, what: str, endpoint: str, user: str, s
     name = fault_name(exc)
     if isinstance(exc, ConnectFailed):
         if exc.tls:
-            return CloudError(scrub(f"{what}: TLS with {peer} at {endpoint} failed ({exc.__cause__}); {tls_hint}",
+            return CloudError(scrub(f"{what}: TLS with {peer} at {endpoint} failed ({exc.__cause__}); {tls_hint}, "
+                                    f"and that {address_key} names its HTTPS port",
                                     secrets))
-        if exc.timed_out:
-            return CloudError(f"{what}: {peer} at {endpoint} did not complete a connection (TCP and TLS) within "
-                              f"connect_timeout ({connect_timeout:g}s)", ok_to_retry=True)
-        return CloudError(scrub(f"{what}: {peer} at {endpoint} could not be reached: {exc.__cause__}", secrets),
-                          ok_to_retry=True)
+        return retry.unreached_error(unreached(exc), what=what, endpoint=f"{peer} at {endpoint}", setting=address_key,
+                                     tls_setting=ca_key)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return CloudError(scrub(f"{what}: {peer} at {endpoint} has a certificate that is not trusted "
                                 f"({exc.verify_message}); {untrusted_hint}", secrets))

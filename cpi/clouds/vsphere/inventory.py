@@ -6,7 +6,8 @@ the official one) made, with the tags BOSH set.
   the settings in `guestinfo.userdata`), with their custom attributes (set_vm_metadata):
   one request for them all.
 - disks: the vmdk files in `disk_path` of each datastore (one search task per datastore),
-  and the VM that has each attached; no tags, as vSphere keeps none for a disk.
+  and the VM that has each attached: persistent disks all (a VM's root and ephemeral disks
+  live in its own folder); no tags, as vSphere keeps none for a disk.
 - stemcells: the `sc-<uuid>` VMs of the template folder (their copies aside).
 - snapshots: the vmdk files in `disk_path/snapshots`.
 
@@ -140,7 +141,8 @@ class Inventory:
             cid = name[: -len(".vmdk")]
             # no tags: vSphere keeps no metadata of a disk (disks.Disks.set_metadata)
             found.append(Resource("disk", cid, "in-use" if cid in attached else "available", modified, {},
-                                  {"datastore": datastore, "size_mib": size >> 20, "attached_to": attached.get(cid)}))
+                                  {"role": "persistent", "datastore": datastore, "size_mib": size >> 20,
+                                   "attached_to": attached.get(cid)}))
             read_so_far("disks", len(found))
         return found
 

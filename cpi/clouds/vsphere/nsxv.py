@@ -141,6 +141,7 @@ class Manager:
         self.address = config.address
         self.client = rest.Client(
             config.address, peer="the NSX-V manager", ca_key="nsx.ca_cert",
+            address_key="nsx.address (the job's vcenter.nsx.address)",
             context=tls_context(config.ca_cert, config.ca_cert_file, verify, "nsx"),
             headers={**rest.basic(config.user, password), "Accept": "application/xml"}, user=config.user,
             secrets=[password], budget=budget, connect_timeout=connect_timeout, read_timeout=read_timeout)

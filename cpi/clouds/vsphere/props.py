@@ -409,8 +409,9 @@ class VsphereProperties(_Strict):
     read_timeout: float = Field(120.0, gt=0, description="Seconds to wait for a response of the vCenter (an upload "
                                 "of a stemcell's disk is not limited by it).")
     retry_budget_seconds: float = Field(
-        300.0, gt=0, description="How long one request keeps being retried while the vCenter is unreachable or "
-        "busy; the waits are logged.")
+        300.0, gt=0, description="How long one request keeps being retried while the vCenter is busy or drops "
+        "connections; one whose connection cannot be opened (refused, unknown host) gives up within 10 s, or this if "
+        "less. The waits are logged.")
     task_timeout: float = Field(
         3600.0, gt=0, description="Seconds a vCenter task (a clone, an import, a disk copy or move) may run before "
         "the call gives up on it, cancels it and fails with the task's progress; every task's wait is logged.")

@@ -52,11 +52,13 @@ class _Status(http.client.HTTPException):
 
 class Client:
     """A server at `address` (`host`, `host:port`, `[v6]:port`), named `peer` in messages
-    ("the NSX-V manager"), whose TLS setting is cpi.json's `ca_key`."""
+    ("the NSX-V manager"), whose address and TLS settings are cpi.json's `address_key` and
+    `ca_key`."""
 
-    def __init__(self, address: str, *, peer: str, ca_key: str, context: ssl.SSLContext, headers: dict[str, str],
-                 user: str, secrets: list[str], budget: float, connect_timeout: float, read_timeout: float):
-        self.address, self.peer, self.ca_key = address, peer, ca_key
+    def __init__(self, address: str, *, peer: str, address_key: str, ca_key: str, context: ssl.SSLContext,
+                 headers: dict[str, str], user: str, secrets: list[str], budget: float, connect_timeout: float,
+                 read_timeout: float):
+        self.address, self.peer, self.address_key, self.ca_key = address, peer, address_key, ca_key
         self.host, self.port = split_address(address)
         self.context, self.headers, self.user = context, headers, user
         self.secrets = [secret for secret in secrets if secret]
@@ -99,7 +101,7 @@ class Client:
         except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed
             raise errors.to_cloud_error(exc, what=what, endpoint=self.address, user=self.user, secrets=self.secrets,
                                         connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
-                                        peer=self.peer, ca_key=self.ca_key) from None
+                                        peer=self.peer, ca_key=self.ca_key, address_key=self.address_key) from None
         if method not in READS and response.ok:
             audited.http_after(method, path, body)
         return response

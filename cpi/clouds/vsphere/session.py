@@ -83,6 +83,11 @@ def endpoint(properties: VsphereProperties) -> tuple[str, int]:
     return split_address(properties.vcenter_host)
 
 
+def address_key(properties: VsphereProperties) -> str:
+    """The setting that names the vCenter, as an error points to it."""
+    return "vsphere.host (the job's vcenter.host)" if properties.host else "vsphere.address (the job's vcenter.address)"
+
+
 def split_address(address: str) -> tuple[str, int]:
     """(host, port) of `vc`, `vc:8443`, `[fd00::1]:443` or a bare IPv6 (port 443 unless given)."""
     address = address.strip()
@@ -360,7 +365,8 @@ class Session:
     def translate(self, exc: BaseException, what: str):
         return errors.to_cloud_error(exc, what=what, endpoint=self.address, user=self.user, secrets=[self._password],
                                      connect_timeout=self.properties.connect_timeout,
-                                     read_timeout=self.properties.read_timeout)
+                                     read_timeout=self.properties.read_timeout,
+                                     address_key=address_key(self.properties))
 
     def matches(self, properties: VsphereProperties) -> bool:
         """Whether this session serves `properties` as a new one would: same password (in

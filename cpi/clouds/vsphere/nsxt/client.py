@@ -48,7 +48,8 @@ class Client:
     def __init__(self, config: NsxtConfig, *, budget: float, connect_timeout: float, read_timeout: float):
         self.config = config
         secret = config.password.get_secret_value() if config.password else ""
-        self.rest = rest.Client(config.host, peer="the NSX-T manager", ca_key="nsxt.ca_cert", context=self._tls(),
+        self.rest = rest.Client(config.host, peer="the NSX-T manager", ca_key="nsxt.ca_cert",
+                                address_key="nsxt.host (the job's vcenter.nsxt.host)", context=self._tls(),
                                 headers=self._headers(), user=config.username or "",
                                 secrets=[secret, config.auth_private_key.get_secret_value()
                                          if config.auth_private_key else ""],
