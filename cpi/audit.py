@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -364,37 +364,99 @@ def files(path: Path) -> list[Path]:
     return ordered
 
 
-def read(path: Path, needles: tuple[bytes, ...] = (), not_before: bytes | None = None,
+#: How much of a file is read at once: a query holds this and one line, whatever the trail's size.
+CHUNK = 1 << 20
+
+
+class Snapshot:
+    """The trail's files (`files`) as they stood when opened, each held open and read only
+    up to the size it had then: a query that reads the trail twice (a deployment's resources,
+    then their lines; a table's widths, then its rows) sees the same lines both times while
+    calls append and rotate (a rotated file is the same open file under another name)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._open: list[tuple[BinaryIO, int]] = []
+        for file in files(path):
+            try:
+                fd = private.open_nofollow(file, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                log.warning("cannot read %s: %s", file, exc.strerror)
+                continue
+            self._open.append((os.fdopen(fd, "rb"), os.fstat(fd).st_size))
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for handle, _ in self._open:
+            handle.close()
+        self._open = []
+
+    def lines(self) -> Iterator[bytes]:
+        """Every whole line, oldest first, without its newline."""
+        for handle, size in self._open:
+            handle.seek(0)
+            yield from _lines(handle, size)
+
+
+def _lines(handle: BinaryIO, size: int) -> Iterator[bytes]:
+    """The whole lines of the file's first `size` bytes, read CHUNK at a time. What no
+    line of the writer's can be is dropped, never held: a line longer than MAX_LINE, and
+    an end without its newline (a line being written, or cut)."""
+    left, tail, skipping = size, b"", False
+    while left > 0:
+        chunk = handle.read(min(left, CHUNK))
+        if not chunk:
+            return
+        left -= len(chunk)
+        parts = chunk.split(b"\n")
+        if skipping:
+            skipping = len(parts) == 1
+            parts[0] = b""  # the rest of the overlong line
+        else:
+            parts[0] = tail + parts[0]
+        tail = parts.pop()
+        if len(tail) >= MAX_LINE:
+            tail, skipping = b"", True
+        for raw in parts:
+            if 0 < len(raw) < MAX_LINE:
+                yield raw
+
+
+def read(source: Path | Snapshot, needles: tuple[bytes, ...] = (), not_before: bytes | None = None,
          before: bytes | None = None, accept: Callable[[bytes], bool] | None = None) -> Iterator[dict[str, Any]]:
-    """Every entry of the trail, oldest first; a line that is not a JSON object is skipped.
+    """Every entry of the trail (a path, or a Snapshot of it), oldest first, one at a time:
+    a query holds one chunk of the file and the lines it keeps, never the trail. A line
+    that is not a JSON object is skipped.
     With `needles` (see `needle`; the most selective first: they are looked for in turn),
     only the lines holding every one of them are parsed, with
     `not_before` and `before` (see `time_bytes`) no line that starts with an earlier, or a
     later or equal, time, and with `accept` only the lines it says yes to: the others
     cannot match, and a query of a trail of a million lines reads it in a fraction of a
     second instead of decoding every line."""
-    for file in files(path):
-        try:
-            fd = private.open_nofollow(file, os.O_RDONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            log.warning("cannot read %s: %s", file, exc.strerror)
+    if not isinstance(source, Snapshot):
+        with Snapshot(source) as snapshot:
+            yield from read(snapshot, needles, not_before, before, accept)
+        return
+    for raw in source.lines():
+        if (not_before is not None or before is not None) and raw.startswith(_TIME_PREFIX):
+            when = raw[10:_TIME_END]  # first: a slice compared costs less than a search
+            if (not_before is not None and when < not_before) or (before is not None and when >= before):
+                continue
+        if needles and not all(n in raw for n in needles):
             continue
-        with os.fdopen(fd, "rb") as handle:
-            for raw in handle:
-                if (not_before is not None or before is not None) and raw.startswith(_TIME_PREFIX):
-                    when = raw[10:_TIME_END]  # first: a slice compared costs less than a search
-                    if (not_before is not None and when < not_before) or (before is not None and when >= before):
-                        continue
-                if needles and not all(n in raw for n in needles):
-                    continue
-                if accept is not None and not accept(raw):
-                    continue
-                try:
-                    entry = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict):
-                    yield entry
+        if accept is not None and not accept(raw):
+            continue
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            yield entry
 
 
 def resource_bytes(raw: bytes) -> bytes | None:
