@@ -423,6 +423,10 @@ def test_every_query_reads_the_trail_in_bounded_memory(big_trail):
     tagged = [f"req-{i:07d}" for i in range(3000, BIG, 7000) if i >= 6 * 3600]
     assert [row.split("\t")[1] for row in out.decode().splitlines()] == tagged, "a table piped"
     assert rss < bound, f"deployment: {rss / 2**20:.0f} MiB"
+    out, _ = _peak(config, "--file", str(trail), "--since", "2026-01-01T03:00:00Z", "--before",
+                   "2026-01-01T03:00:10Z", "--json")  # seeks: the lines at 03:00:00-03:00:09, and only those
+    assert [json.loads(line)["request_id"] for line in out.splitlines()] == [
+        f"req-{i:07d}" for i in range(10800, 10810)]
 
 
 def test_a_long_cell_is_printed_whole_on_a_terminal_and_piped(tmp_path):
@@ -448,3 +452,50 @@ def test_a_long_cell_is_printed_whole_on_a_terminal_and_piped(tmp_path):
         assert yaml_lines[-1]["changes"]["new"]["note"] == note
     finally:
         cpi("delete_disk", disk)
+
+
+def test_since_and_before_seek_to_the_same_lines_a_whole_read_finds(tmp_path):
+    """Each file is searched for its first line at or after --since (less SEEK_SLACK): lines
+    an older writer left up to LOCK_TIMEOUT out of order, a line that is not the writer's
+    and a line without its time are all found as a read of every line finds them."""
+    path = tmp_path / "trail" / "audit.log"
+    path.parent.mkdir(mode=0o700)
+    lines = []
+    for index in range(400):
+        second = index * 2 - (3 if index % 5 == 0 else 0)  # every 5th stamped 3 s before the line above it
+        when = f"2026-01-01T00:{second // 60:02d}:{second % 60:02d}.000Z" if second >= 0 else "2025-12-31T23:59:57.000Z"
+        lines.append(json.dumps({"time": when, "request_id": f"r{index}"}))
+        if index == 150:
+            lines += ["not json", json.dumps({"request_id": "no time"}), "x" * (audit.MAX_LINE + 10)]
+    path.write_text("\n".join(lines) + "\n")
+    everything = list(audit.read(path))
+    assert len(everything) == 401  # the line too long for the writer is skipped
+
+    def whole(since: str | None, before: str | None) -> list[str]:
+        return [e["request_id"] for e in everything if "time" in e and (since is None or e["time"] >= since)
+                and (before is None or e["time"] < before)]
+
+    times = sorted({e["time"] for e in everything if "time" in e})
+    for since in [times[0], times[1], times[150], times[151], times[-1], "2027-01-01T00:00:00.000Z", None]:
+        for before in [times[0], times[200], times[-1], "2027-01-01T00:00:00.000Z", None]:
+            found = audit.read(path, not_before=since and since.encode(), before=before and before.encode())
+            assert [e["request_id"] for e in found if "time" in e] == whole(since, before), (since, before)
+
+
+def test_a_clock_set_back_starts_a_new_file_so_each_file_stays_in_time_order(tmp_path, monkeypatch):
+    path = tmp_path / "trail" / "audit.log"
+    clock = ["2026-01-01T10:00:00.000Z", "2026-01-01T10:00:01.000Z", "2026-01-01T09:00:00.000Z",
+             "2026-01-01T09:00:02.000Z"]
+    audit.start(method="test", cloud="local", request_id="clock", path=path)
+    try:
+        for index, when in enumerate(clock):
+            monkeypatch.setattr(audit, "now", lambda when=when: when)
+            audit.record("create", f"res-{index}")
+    finally:
+        audit.end()
+    per_file = [[json.loads(line)["resource_id"] for line in file.read_text().splitlines()]
+                for file in audit.files(path)]
+    assert per_file == [["res-0", "res-1"], ["res-2", "res-3"]]
+    assert [e["time"] for e in audit.read(path)][2:] == ["2026-01-01T09:00:00.000Z", "2026-01-01T09:00:02.000Z"]
+    since = [e["resource_id"] for e in audit.read(path, not_before=b"2026-01-01T09:00:01.000Z")]
+    assert since == ["res-0", "res-1", "res-3"]
