@@ -13,6 +13,9 @@ resource's type and id, and the `changes` in the Salt state shape `{"old", "new"
 - Rotation by size: when a line would take the file past `max_bytes`, the holder of the
   lock renames audit.log -> .1 -> .2 ... (keeping `keep`); a process that was waiting on
   the old file sees it was rotated away and opens the new one, so nothing rotates twice.
+  A line is stamped under the lock, and a clock set back rotates too: each file is in
+  time order, so a query by time seeks (`read`) instead of reading every line.
+- Reading (`read`, `Snapshot`) holds one chunk and one line at a time, never the trail.
 - Never a secret: keys that look secret are dropped and every string goes through the
   call's Redactor (cpi.logs.active).
 - A write that fails never fails the CPI call: it is a warning in the call's log.
