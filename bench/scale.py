@@ -9,14 +9,17 @@
   other disks in the state dir.
 - openstack: the loopback services (tests/openstack/setup.sh), the same calls and `cpi list
   vms`, with 10 and 1,000 other servers and volumes in the CPI's project.
-- audit: `cpi audit` (a whole process, its config's account only, as by default) by request
-  id, by resource, by a recent --since and by deployment (each 1,000th line a
-  set_disk_metadata naming it), on a trail of 10,000 and of 1,000,000 lines.
+- audit: `cpi audit` (a whole process, its config's account only, as by default) with each
+  filter it has (request id, resource, action, deployment: each 1,000th line a
+  set_disk_metadata naming one of 7; --since, --before) and with none (--all: every line,
+  as JSON lines, YAML and a table piped and on a terminal), on a trail of 10,000 and of
+  1,000,000 lines made in the real writer's format: the median wall time and the peak RSS
+  of the process (os.wait4), so that a query holding the whole trail shows.
 
 Every figure is the median of `-n` whole bin/cpi (or `cpi`) processes, and the ratio is the
 one at 1,000 (or a million) to the one at 10 (or ten thousand).
 
-    .venv/bin/python bench/scale.py [-n 7] [--only aws,local,openstack,audit]
+    .venv/bin/python bench/scale.py [-n 7] [--only aws,local,openstack,audit] [--no-yaml]
 """
 
 from __future__ import annotations
@@ -233,7 +236,86 @@ def openstack(n: int, work: Path) -> list[tuple[str, float, float]]:
                       json={"quota_set": {"volumes": quotas["block-storage"]}})
 
 
-def audit(n: int, work: Path) -> list[tuple[str, float, float]]:
+def audit_line_template(account: str | None) -> dict[str, Any]:
+    """One line as the real writer (cpi.audit.record) writes it, decoded: the bench's lines
+    are copies of it with their own time, request, resource and deployment, in its key order."""
+    from cpi import audit as trail_lines
+
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "audit" / "audit.log"
+        trail_lines.start(method="attach_disk", cloud="aws", request_id="cpi-0000000", director_uuid="bench",
+                          account=account, path=path)
+        try:
+            trail_lines.record("attach", "vol-0", {"old": None, "new": {"vm_cid": "i-0", "device": "/dev/sdf"}},
+                               resource_type="disk", request="ec2:AttachVolume")
+        finally:
+            trail_lines.end()
+        return dict(json.loads(path.read_bytes()))
+
+
+def audit_trail(path: Path, lines: int, account: str | None) -> Path:
+    """`lines` lines half a second apart, the last one now; each 1,000th a set_disk_metadata
+    naming one of 7 deployments (`dep-0` .. `dep-6`), the others attach_disk."""
+    template = audit_line_template(account)
+    path.parent.mkdir(mode=0o700)
+    start = time.time() - lines * 0.5
+    with open(path, "wb") as handle:
+        for index in range(lines):
+            tagged = index % 1000 == 0
+            entry = dict(template)
+            entry.update(time=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start + index * 0.5)) + ".000Z",
+                         request_id=f"cpi-{index:07d}", method="set_disk_metadata" if tagged else "attach_disk",
+                         deployment=f"dep-{index % 7}" if tagged else None, action="tag" if tagged else "attach",
+                         resource_id=f"vol-{index:017x}",
+                         changes={"old": None, "new": {"vm_cid": f"i-{index % 997:017x}", "device": "/dev/sdf"}})
+            handle.write((json.dumps(entry, ensure_ascii=True) + "\n").encode())
+    path.chmod(0o600)
+    return path
+
+
+def audit_run(config: Path, path: Path, flags: list[str]) -> tuple[float, int, int]:
+    """One `cpi audit` process: wall seconds, its own peak RSS (bytes, os.wait4) and the
+    bytes it printed (read from the pipe as they come, counted, not kept)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "cpi.cli", "audit", "--config", str(config), "--file", str(path),
+                             *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    printed = 0
+    while chunk := proc.stdout.read(1 << 20):
+        printed += len(chunk)
+    error = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0 or not printed:
+        raise SystemExit(f"cpi audit {' '.join(flags)}: exit {proc.returncode}, {printed} bytes: {error[-500:]!r}")
+    return elapsed, usage.ru_maxrss * 1024, printed
+
+
+#: Each filter `cpi audit` has, as (label, flags at 10k lines, flags at 1M lines): --json
+#: (JSON lines) unless the label says table (piped: rows only; --tty: title, headers, count).
+AUDIT_QUERIES = (
+    ("--request-id", ["--request-id", "cpi-0009000", "--json"], ["--request-id", "cpi-0900000", "--json"]),
+    ("--resource", ["--resource", f"vol-{9000:017x}", "--json"], ["--resource", f"vol-{900000:017x}", "--json"]),
+    ("--action tag", ["--action", "tag", "--json"], ["--action", "tag", "--json"]),
+    ("--deployment", ["--deployment", "dep-3", "--json"], ["--deployment", "dep-3", "--json"]),
+    ("--since 1h", ["--since", "1h", "--json"], ["--since", "1h", "--json"]),
+    ("--since 1h, table --tty", ["--since", "1h", "--tty"], ["--since", "1h", "--tty"]),
+    ("--before (first 1%)", ["--before", "82.5m", "--json"], ["--before", "8250m", "--json"]),
+    ("--all (every line)", ["--all", "--json"], ["--all", "--json"]),
+    ("--all, table piped", ["--all"], ["--all"]),
+    ("--all, table --tty", ["--all", "--tty"], ["--all", "--tty"]),
+    ("--all --yaml", ["--all", "--yaml"], ["--all", "--yaml"]),
+)
+
+
+#: --no-yaml: YAML is pure-Python PyYAML, ~0.5 ms a line: a million lines take minutes even streamed.
+SKIP_YAML = False
+
+
+def audit(n: int, work: Path) -> list[tuple[str, float, float, int, int]]:
+    """Each filter of `cpi audit` (its config's account, as by default, unless --all) on a
+    trail of 10,000 and one of 1,000,000 lines: median wall time, peak RSS."""
     from cpi import audit as trail_lines
     from cpi import config
 
@@ -242,45 +324,25 @@ def audit(n: int, work: Path) -> list[tuple[str, float, float]]:
     config_path = work / "audit-aws.json"
     config_path.write_text(json.dumps(document))
     account = trail_lines.account_of(config.build(document))
+    started = time.perf_counter()
+    small = audit_trail(work / "audit-10k" / "audit.log", 10_000, account)
+    large = audit_trail(work / "audit-1M" / "audit.log", 1_000_000, account)
+    print(f"audit trails: {small.stat().st_size / 1e6:.1f} MB and {large.stat().st_size / 1e6:.1f} MB, "
+          f"made in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
-    def trail(lines: int) -> Path:
-        path = work / f"audit-{lines}" / "audit.log"
-        path.parent.mkdir(mode=0o700)
-        start = time.time() - lines * 0.5
-        with open(path, "wb") as handle:
-            for index in range(lines):
-                when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start + index * 0.5)) + ".000Z"
-                tagged = index % 1000 == 0
-                entry = {"time": when, "request_id": f"cpi-{index:07d}", "director_uuid": "bench",
-                         "method": "set_disk_metadata" if tagged else "attach_disk", "cloud": "aws",
-                         "account": account, "deployment": f"dep-{index % 7}" if tagged else None,
-                         "action": "tag" if tagged else "attach", "resource_type": "disk",
-                         "resource_id": f"vol-{index:017x}", "changes": {"old": None, "new": {
-                             "vm_cid": f"i-{index % 997:017x}", "device": "/dev/sdf"}}, "pid": 4242}
-                handle.write((json.dumps(entry, ensure_ascii=True) + "\n").encode())
-        path.chmod(0o600)
-        return path
+    def median_of(path: Path, flags: list[str]) -> tuple[float, int]:
+        runs = [audit_run(config_path, path, flags) for _ in range(n)]
+        return statistics.median(r[0] for r in runs), max(r[1] for r in runs)
 
-    def query(path: Path, *flags: str) -> float:
-        values = []
-        for _ in range(n):
-            started = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "cpi.cli", "audit", "--config", str(config_path),
-                                   "--file", str(path), "--json", *flags], capture_output=True, cwd=ROOT, check=False)
-            values.append(time.perf_counter() - started)
-            if proc.returncode != 0 or not proc.stdout:
-                raise SystemExit(f"cpi audit {' '.join(flags)}: {proc.returncode} {proc.stderr.decode()[-500:]}")
-        return statistics.median(values)
-
-    small, large = trail(10_000), trail(1_000_000)
-    found = []
-    for label, small_flags, large_flags in (
-            ("--request-id", ["--request-id", "cpi-0009000"], ["--request-id", "cpi-0900000"]),
-            ("--resource", ["--resource", f"vol-{9000:017x}"], ["--resource", f"vol-{900000:017x}"]),
-            ("--since 10m", ["--since", "10m"], ["--since", "10m"]),
-            ("--deployment", ["--deployment", "dep-3"], ["--deployment", "dep-3"])):
-        found.append((f"cpi audit {label}", query(small, *small_flags), query(large, *large_flags)))
-    return found
+    rows = []
+    for label, small_flags, large_flags in AUDIT_QUERIES:
+        if SKIP_YAML and "--yaml" in small_flags:
+            continue
+        (small_s, small_rss), (large_s, large_rss) = median_of(small, small_flags), median_of(large, large_flags)
+        rows.append((f"cpi audit {label}", small_s, large_s, small_rss, large_rss))
+        print(f"  {label}: {small_s:.2f} s {small_rss / 2**20:.0f} MiB, {large_s:.2f} s {large_rss / 2**20:.0f} MiB",
+              file=sys.stderr)
+    return rows
 
 
 def main() -> int:
@@ -288,20 +350,24 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=7, help="processes per figure (the median is reported)")
     parser.add_argument("--only", default="aws,local,openstack,audit",
                         help="comma-separated: aws, local, openstack, audit")
+    parser.add_argument("--no-yaml", action="store_true", help="audit: leave out the --yaml query")
     args = parser.parse_args()
+    global SKIP_YAML
+    SKIP_YAML = args.no_yaml
     work = Path(tempfile.mkdtemp(prefix="cpi-scale-"))
     work.chmod(0o700)
     load_before = os.getloadavg()
-    rows: list[tuple[str, float, float]] = []
+    rows: list[tuple[Any, ...]] = []
     sections = {"aws": aws, "local": local, "openstack": openstack, "audit": audit}
     for name in [s.strip() for s in args.only.split(",") if s.strip()]:
         rows += sections[name](args.n, work)
     load_after = os.getloadavg()
     print(f"bench/scale.py: medians of {args.n} whole processes; load average {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after; {os.cpu_count()} cores")
-    print(f"{'call':28} {'at 10 (10k lines)':>18} {'at 1,000 (1M lines)':>20} {'ratio':>6}")
-    for name, small, large in rows:
-        print(f"{name:28} {small * 1000:15.1f} ms {large * 1000:17.1f} ms {large / small:6.2f}")
+    print(f"{'call':36} {'at 10 (10k lines)':>18} {'at 1,000 (1M lines)':>20} {'ratio':>6}   peak RSS (ratio)")
+    for name, small, large, *rss in rows:
+        memory = f"   {rss[0] / 2**20:.0f} / {rss[1] / 2**20:.0f} MiB ({rss[1] / rss[0]:.2f})" if rss else ""
+        print(f"{name:36} {small * 1000:15.1f} ms {large * 1000:17.1f} ms {large / small:6.2f}{memory}")
     return 0
 
 

@@ -13,6 +13,9 @@ resource's type and id, and the `changes` in the Salt state shape `{"old", "new"
 - Rotation by size: when a line would take the file past `max_bytes`, the holder of the
   lock renames audit.log -> .1 -> .2 ... (keeping `keep`); a process that was waiting on
   the old file sees it was rotated away and opens the new one, so nothing rotates twice.
+  A line is stamped under the lock, and a clock set back rotates too: each file is in
+  time order, so a query by time seeks (`read`) instead of reading every line.
+- Reading (`read`, `Snapshot`) holds one chunk and one line at a time, never the trail.
 - Never a secret: keys that look secret are dropped and every string goes through the
   call's Redactor (cpi.logs.active).
 - A write that fails never fails the CPI call: it is a warning in the call's log.
@@ -25,12 +28,13 @@ import json
 import logging
 import math
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -297,7 +301,8 @@ def _text(text: str, redactor: logs.Redactor, limit: int | None) -> str:
 def _append(path: Path, data: bytes, max_bytes: int, keep: int) -> None:
     for _ in range(20):
         # O_NONBLOCK: a FIFO planted at the path must not hang the call
-        fd = private.open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
+        # O_RDWR: the file's last line is read (`_stamped`) under the same lock
+        fd = private.open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -310,12 +315,13 @@ def _append(path: Path, data: bytes, max_bytes: int, keep: int) -> None:
             if (current.st_dev, current.st_ino) != (info.st_dev, info.st_ino):
                 continue
             size = os.fstat(fd).st_size
-            if size and size + len(data) > max_bytes:
+            stamped = _stamped(fd, size, data)
+            if stamped is None or (size and size + len(data) > max_bytes):
                 _rotate(path, keep)
                 continue
             if stat.S_IMODE(info.st_mode) != 0o600:
                 os.fchmod(fd, 0o600)
-            view = memoryview(data)
+            view = memoryview(stamped)
             while view:  # one write; a short one (a full disk) is finished under the same lock
                 written = os.write(fd, view)
                 view = view[written:]
@@ -323,6 +329,21 @@ def _append(path: Path, data: bytes, max_bytes: int, keep: int) -> None:
         finally:
             os.close(fd)  # releases the lock
     raise OSError(f"{path} kept being rotated by other processes")
+
+
+def _stamped(fd: int, size: int, data: bytes) -> bytes | None:
+    """The line stamped with the time it is written, under the lock; None when that is
+    earlier than the file's last line (the clock was set back), and the file is rotated
+    first: each file of the trail is in time order by construction, which `--since` and
+    `--before` rely on to seek instead of reading every line (`_start`), and no line's
+    time is changed to keep the order."""
+    stamp = now().encode()
+    if size:
+        tail = os.pread(fd, min(size, MAX_LINE), size - min(size, MAX_LINE))
+        last = _time_of(tail[tail.rfind(b"\n", 0, len(tail) - 1) + 1:])
+        if last is not None and last > stamp:
+            return None
+    return data[:len(_TIME_PREFIX)] + stamp + data[_TIME_END:]
 
 
 def _lock(fd: int, path: Path) -> None:
@@ -374,37 +395,139 @@ def files(path: Path) -> list[Path]:
     return ordered
 
 
-def read(path: Path, needles: tuple[bytes, ...] = (), not_before: bytes | None = None,
+#: How much of a file is read at once: a query holds this and one line, whatever the trail's size.
+CHUNK = 1 << 20
+
+
+class Snapshot:
+    """The trail's files (`files`) as they stood when opened, each held open and read only
+    up to the size it had then: a query that reads the trail twice (a deployment's resources,
+    then their lines; a table's widths, then its rows) sees the same lines both times while
+    calls append and rotate (a rotated file is the same open file under another name)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._open: list[tuple[BinaryIO, int]] = []
+        for file in files(path):
+            try:
+                fd = private.open_nofollow(file, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                log.warning("cannot read %s: %s", file, exc.strerror)
+                continue
+            self._open.append((os.fdopen(fd, "rb"), os.fstat(fd).st_size))
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for handle, _ in self._open:
+            handle.close()
+        self._open = []
+
+    def lines(self, start: bytes | None = None, stop: bytes | None = None) -> Iterator[bytes]:
+        """Every whole line, oldest first, without its newline; with `start` (a time as
+        `time_bytes` spells it) from each file's first line at or after it, found by a
+        binary search (`_start`), and with `stop`, up to each file's first line at or
+        after that time: each file is in time order (`_stamped`)."""
+        for handle, size in self._open:
+            offset = 0 if start is None else _start(handle.fileno(), size, start)
+            handle.seek(offset)
+            yield from _lines(handle, size - offset, stop)
+
+
+def _start(fd: int, size: int, start: bytes) -> int:
+    """The offset of the file's first line whose time is at or after `start`, in about
+    log2(size) reads of one line each. A line without a time (not the writer's) counts as
+    at or after it: a doubt makes the search start earlier, never skip a line."""
+    low, high = 0, size  # the lines before `low` are earlier; the first at or after `high` is not
+    while low < high:
+        middle = (low + high) // 2
+        window = os.pread(fd, MAX_LINE + 1, max(middle - 1, 0))
+        if middle == 0:
+            begins = 0
+        else:
+            newline = window.find(b"\n")
+            if newline < 0:  # no line begins in the next MAX_LINE bytes: none of the writer's
+                high = middle
+                continue
+            begins = middle + newline
+        if begins >= high:
+            high = middle
+            continue
+        when = _time_of(os.pread(fd, _TIME_END, begins) if middle else window)
+        if when is not None and when < start:
+            low = begins + 1
+        else:
+            high = middle
+    return low if low == 0 else _next_line(fd, low)
+
+
+def _next_line(fd: int, offset: int) -> int:
+    """The offset of the first line that begins at or after `offset` (> 0)."""
+    newline = os.pread(fd, MAX_LINE + 1, offset - 1).find(b"\n")
+    return offset + newline if newline >= 0 else offset
+
+
+def _lines(handle: BinaryIO, size: int, stop: bytes | None = None) -> Iterator[bytes]:
+    """The whole lines of the file's next `size` bytes, read CHUNK at a time, up to the
+    first whose time is at or after `stop`. What no line of the writer's can be is
+    dropped, never held: a line longer than MAX_LINE, and an end without its newline (a
+    line being written, or cut)."""
+    left, tail, skipping = size, b"", False
+    while left > 0:
+        chunk = handle.read(min(left, CHUNK))
+        if not chunk:
+            return
+        left -= len(chunk)
+        parts = chunk.split(b"\n")
+        if skipping:
+            skipping = len(parts) == 1
+            parts[0] = b""  # the rest of the overlong line
+        else:
+            parts[0] = tail + parts[0]
+        tail = parts.pop()
+        if len(tail) >= MAX_LINE:
+            tail, skipping = b"", True
+        for raw in parts:
+            if 0 < len(raw) < MAX_LINE:
+                if stop is not None and raw[len(_TIME_PREFIX):_TIME_END] >= stop and _time_of(raw) is not None:
+                    return
+                yield raw
+
+
+def read(source: Path | Snapshot, needles: tuple[bytes, ...] = (), not_before: bytes | None = None,
          before: bytes | None = None, accept: Callable[[bytes], bool] | None = None) -> Iterator[dict[str, Any]]:
-    """Every entry of the trail, oldest first; a line that is not a JSON object is skipped.
+    """Every entry of the trail (a path, or a Snapshot of it), oldest first, one at a time:
+    a query holds one chunk of the file and the lines it keeps, never the trail. A line
+    that is not a JSON object is skipped.
     With `needles` (see `needle`; the most selective first: they are looked for in turn),
     only the lines holding every one of them are parsed, with
     `not_before` and `before` (see `time_bytes`) no line that starts with an earlier, or a
     later or equal, time, and with `accept` only the lines it says yes to: the others
     cannot match, and a query of a trail of a million lines reads it in a fraction of a
     second instead of decoding every line."""
-    for file in files(path):
-        try:
-            fd = private.open_nofollow(file, os.O_RDONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            log.warning("cannot read %s: %s", file, exc.strerror)
+    if not isinstance(source, Snapshot):
+        with Snapshot(source) as snapshot:
+            yield from read(snapshot, needles, not_before, before, accept)
+        return
+    for raw in source.lines(_shifted(not_before, -SEEK_SLACK), _shifted(before, SEEK_SLACK)):
+        if (not_before is not None or before is not None) and raw.startswith(_TIME_PREFIX):
+            when = raw[10:_TIME_END]  # first: a slice compared costs less than a search
+            if (not_before is not None and when < not_before) or (before is not None and when >= before):
+                continue
+        if needles and not all(n in raw for n in needles):
             continue
-        with os.fdopen(fd, "rb") as handle:
-            for raw in handle:
-                if (not_before is not None or before is not None) and raw.startswith(_TIME_PREFIX):
-                    when = raw[10:_TIME_END]  # first: a slice compared costs less than a search
-                    if (not_before is not None and when < not_before) or (before is not None and when >= before):
-                        continue
-                if needles and not all(n in raw for n in needles):
-                    continue
-                if accept is not None and not accept(raw):
-                    continue
-                try:
-                    entry = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict):
-                    yield entry
+        if accept is not None and not accept(raw):
+            continue
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            yield entry
 
 
 def resource_bytes(raw: bytes) -> bytes | None:
@@ -427,9 +550,34 @@ def needle(value: Any) -> bytes:
 #: How every line _line writes begins, up to its time (UTC, milliseconds, "Z").
 _TIME_PREFIX = b'{"time": "'
 _TIME_END = len(_TIME_PREFIX) + len("2026-01-01T00:00:00.000Z")
+_TIME_SHAPE = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def _time_of(raw: bytes) -> bytes | None:
+    """A line's time as it spells it (which sorts as the times do), or None when the line
+    does not begin with one in the writer's shape (not a line of the writer's)."""
+    if not raw.startswith(_TIME_PREFIX):
+        return None
+    when = raw[len(_TIME_PREFIX):_TIME_END]
+    return when if _TIME_SHAPE.fullmatch(when) else None
 #: What comes before and after a line's resource_id (_entry puts `changes` right after it).
 _RESOURCE_KEY = b'"resource_id": '
 _CHANGES_KEY = b', "changes": '
+
+
+#: How far before `not_before` (after `before`) a query seeks: each file a release before
+#: #32 wrote is in time order only within the time a writer waited for the lock
+#: (LOCK_TIMEOUT), as it stamped its line before taking it.
+SEEK_SLACK = 60.0
+
+
+def _shifted(when: bytes | None, seconds: float) -> bytes | None:
+    if when is None:
+        return None
+    try:
+        return time_bytes(datetime.fromisoformat(when.decode().replace("Z", "+00:00")) + timedelta(seconds=seconds))
+    except OverflowError:  # past year 9999 or before year 1: no bound to seek to
+        return None
 
 
 def time_bytes(when: datetime) -> bytes:

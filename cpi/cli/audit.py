@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from cpi.operator.audit import parse_since, select, trail
+from cpi import audit
+from cpi.operator.audit import Trail, parse_since, select, trail
 
 from . import options
-from .output import CliError, print_data, short, wants_data
+from .output import CliError, print_data, wants_data
 from .table import Table, print_table
 
 COLUMNS = ("time", "request", "method", "action", "type", "resource", "old", "new")
@@ -66,25 +69,46 @@ def audit_command(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from None
     if args.file and not path.is_file():
         raise CliError(f"--file {args.file}: " + ("not a file" if path.exists() else "no such file"))
-    entries = select(path, request_id=args.request_id, resource=args.resource, action=args.action, since=since,
-                     before=before, deployment=args.deployment,
-                     scope=None if args.all else (own.cloud, own.account))
-    if data and args.json:
-        for entry in entries:  # JSON lines, as the trail holds them: a script reads one at a time
-            sys.stdout.write(json.dumps(entry, sort_keys=False) + "\n")
-        return 0
-    if data:
-        print_data(entries, args)
-        return 0
-    scope = "every cloud and account" if args.all else (
-        f"{own.cloud} {own.account}" if own.account is not None else f"{own.cloud}, which names no account")
-    headers = (COLUMNS[0], "cloud", "account", *COLUMNS[1:]) if args.all else COLUMNS
-    table = Table(f"audit trail {path} ({scope})", headers, noun="line")
-    for entry in entries:
-        changes = entry.get("changes") or {}
-        where = [entry.get("cloud"), entry.get("account")] if args.all else []
-        table.rows.append([entry.get("time"), *where,
-                           *(entry.get(k) for k in ("request_id", "method", "action", "resource_type", "resource_id")),
-                           short(changes.get("old")), short(changes.get("new"))])
-    print_table(table, args)
+    with audit.Snapshot(path) as snapshot:
+        def entries() -> Iterator[dict[str, Any]]:
+            return select(snapshot, request_id=args.request_id, resource=args.resource, action=args.action,
+                          since=since, before=before, deployment=args.deployment,
+                          scope=None if args.all else (own.cloud, own.account))
+
+        show(entries, args, data, title(path, own, args.all))
     return 0
+
+
+def title(path: Path, own: Trail, every: bool) -> str:
+    scope = "every cloud and account" if every else (
+        f"{own.cloud} {own.account}" if own.account is not None else f"{own.cloud}, which names no account")
+    return f"audit trail {path} ({scope})"
+
+
+def show(entries: Callable[[], Iterator[dict[str, Any]]], args: argparse.Namespace, data: bool, heading: str) -> None:
+    """The lines as they are read, never all held: JSON lines and YAML one entry at a time;
+    a table reads them twice (its column widths and count first, then its rows), as
+    bosh's tables are padded to their widest cell and counted at the end."""
+    if data and args.json:
+        for entry in entries():  # JSON lines, as the trail holds them: a script reads one at a time
+            sys.stdout.write(json.dumps(entry, sort_keys=False) + "\n")
+        return
+    if data:
+        empty = True
+        for entry in entries():  # one item of the YAML list at a time: the same document as the whole list's
+            print_data([entry], args)
+            empty = False
+        if empty:
+            print_data([], args)
+        return
+    headers = (COLUMNS[0], "cloud", "account", *COLUMNS[1:]) if args.all else COLUMNS
+
+    def rows() -> Iterator[list[Any]]:
+        for entry in entries():
+            changes = entry.get("changes") or {}
+            where = [entry.get("cloud"), entry.get("account")] if args.all else []
+            yield [entry.get("time"), *where,
+                   *(entry.get(k) for k in ("request_id", "method", "action", "resource_type", "resource_id")),
+                   changes.get("old"), changes.get("new")]  # whole, as every table's cells
+
+    print_table(Table(heading, headers, noun="line", source=rows), args)

@@ -12,9 +12,10 @@ a pipe gets what `cut`, `awk` and `grep` expect).
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,9 @@ class Table:
     #: What the count at the bottom counts ("vm" -> "3 vms"); None: no count line.
     noun: str | None = None
     nouns: str | None = None
+    #: Instead of `rows`: called once to measure the columns and count, once to print, so
+    #: that a table of a million rows holds one at a time (`cpi audit`).
+    source: Callable[[], Iterable[Sequence[Any]]] | None = None
 
     def pick(self, columns: Sequence[str] | None) -> Table:
         """Only `columns`, in that order (all when None or empty)."""
@@ -59,36 +63,41 @@ class Table:
             raise UnknownColumn(f"no column {', '.join(repr(c) for c in unknown)}; "
                                 f"the columns are: {', '.join(self.headers)}")
         chosen = [index[c.lower()] for c in columns]
+        source = self.source
         return Table(self.title, [self.headers[i] for i in chosen], [[row[i] for i in chosen] for row in self.rows],
-                     self.noun, self.nouns)
+                     self.noun, self.nouns,
+                     None if source is None else lambda: ([row[i] for i in chosen] for row in source()))
 
-    def lines(self, decorated: bool) -> list[str]:
-        cells = [[cell(v) for v in row] for row in self.rows]
-        if not decorated:
-            cells = _fill_first_column(cells)
-        shown = ([list(self.headers)] if decorated else []) + cells
-        widths = [max((len(row[i]) for row in shown), default=0) for i in range(len(self.headers))]
+    def lines(self, decorated: bool) -> Iterator[str]:
+        rows = self.source or (lambda: self.rows)
+        widths = [len(h) if decorated else 0 for h in self.headers]
+        count = 0
+        for row in _cells(rows(), decorated):
+            count += 1
+            widths = [max(width, len(row[i])) for i, width in enumerate(widths)]
         gap = "  " if decorated else "\t"
-        out = []
         if decorated and self.title:
-            out += [self.title, ""]
-        for row in shown:
+            yield from (self.title, "")
+        shown = _cells(rows(), decorated)
+        for row in itertools.chain([list(self.headers)], shown) if decorated else shown:
             line = "".join(c.ljust(widths[i]) + gap for i, c in enumerate(row))
-            out.append(line.rstrip() if decorated else line)
+            yield line.rstrip() if decorated else line
         if decorated and self.noun:
-            out += ["", plural(len(self.rows), self.noun, self.nouns)]
-        return out
+            yield from ("", plural(count, self.noun, self.nouns))
 
 
-def _fill_first_column(cells: list[list[str]]) -> list[list[str]]:
-    """An empty first cell repeats the one above it (so that `grep` finds every row)."""
+def _cells(rows: Iterable[Sequence[Any]], decorated: bool) -> Iterator[list[str]]:
+    """Each row's cells as text; piped, an empty first cell repeats the one above it (so
+    that `grep` finds every row)."""
     last = ""
-    for row in cells:
-        if row and not row[0]:
-            row[0] = last
-        elif row:
-            last = row[0]
-    return cells
+    for row in rows:
+        cells = [cell(v) for v in row]
+        if not decorated and cells:
+            if cells[0]:
+                last = cells[0]
+            else:
+                cells[0] = last
+        yield cells
 
 
 def decorated(args: Any) -> bool:
@@ -98,4 +107,4 @@ def decorated(args: Any) -> bool:
 def print_table(table: Table, args: Any) -> None:
     """`table` on stdout, bosh-style, with the command's `--column`s and `--tty`."""
     picked = table.pick(getattr(args, "columns", None))
-    sys.stdout.write("".join(line + "\n" for line in picked.lines(decorated(args))))
+    sys.stdout.writelines(line + "\n" for line in picked.lines(decorated(args)))

@@ -8,7 +8,12 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from cpi.audit import Snapshot
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -62,11 +67,13 @@ def trail(config_path: str | None) -> Trail:
     return Trail(audit.default_path(cfg), cfg.plugin, account)
 
 
-def select(path: Path, *, request_id: str | None = None, resource: str | None = None, action: str | None = None,
-           since: datetime | None = None, before: datetime | None = None, deployment: str | None = None,
-           scope: tuple[str, str | None] | None = None) -> list[dict[str, Any]]:
+def select(source: Path | Snapshot, *, request_id: str | None = None, resource: str | None = None,
+           action: str | None = None, since: datetime | None = None, before: datetime | None = None,
+           deployment: str | None = None, scope: tuple[str, str | None] | None = None) -> Iterator[dict[str, Any]]:
     """The trail's lines (rotated files included, oldest first) that match every filter
-    given; a line whose time cannot be read never matches `since` or `before`.
+    given, one at a time as they are read: a million-line trail is never held (the caller
+    that reads it twice passes one cpi.audit.Snapshot, so both passes see the same lines).
+    A line whose time cannot be read never matches `since` or `before`.
 
     `scope` (cloud, account): only that account's lines, so never a line written before
     lines named their account. `deployment`: the lines that name it, and every line about a
@@ -74,13 +81,18 @@ def select(path: Path, *, request_id: str | None = None, resource: str | None = 
     after): see `tied`."""
     from cpi import audit
 
+    if not isinstance(source, audit.Snapshot):
+        with audit.Snapshot(source) as snapshot:
+            yield from select(snapshot, request_id=request_id, resource=resource, action=action, since=since,
+                              before=before, deployment=deployment, scope=scope)
+        return
     # the values' own bytes first: a line without them is never decoded. The rarest first
     # (a request id, a resource), the cloud and account last: nearly every line has them
     scoped = _scope_needles(scope)
     needles = tuple(audit.needle(value) for value in (request_id, resource, action) if value)
     accept = None
     if deployment:
-        ties = tied(path, deployment, scoped)
+        ties = tied(source, deployment, scoped)
         tied_ids = {resource_id for _, _, resource_id in ties}
         named = _deployment_needle(deployment)
 
@@ -90,8 +102,7 @@ def select(path: Path, *, request_id: str | None = None, resource: str | None = 
     else:
         needles += scoped
 
-    entries = []
-    for entry in audit.read(path, needles, audit.time_bytes(since) if since is not None else None,
+    for entry in audit.read(source, needles, audit.time_bytes(since) if since is not None else None,
                             audit.time_bytes(before) if before is not None else None, accept):
         if scope is not None and not _in_scope(entry, scope):
             continue
@@ -107,11 +118,10 @@ def select(path: Path, *, request_id: str | None = None, resource: str | None = 
             when = _time(entry)
             if when is None or (since is not None and when < since) or (before is not None and when >= before):
                 continue
-        entries.append(entry)
-    return entries
+        yield entry
 
 
-def tied(path: Path, deployment: str, needles: tuple[bytes, ...] = ()) -> set[tuple[Any, Any, bytes]]:
+def tied(source: Path | Snapshot, deployment: str, needles: tuple[bytes, ...] = ()) -> set[tuple[Any, Any, bytes]]:
     """The resources (cloud, account, id as lines spell it: cpi.audit.needle) that a line
     naming `deployment` is about: the VMs, disks and snapshots its set_vm_metadata,
     set_disk_metadata and snapshot_disk calls touched. An account never gives two resources
@@ -121,7 +131,7 @@ def tied(path: Path, deployment: str, needles: tuple[bytes, ...] = ()) -> set[tu
     from cpi import audit
 
     found = set()
-    for entry in audit.read(path, (_deployment_needle(deployment), *needles)):
+    for entry in audit.read(source, (_deployment_needle(deployment), *needles)):
         if entry.get("deployment") == deployment and entry.get("resource_id") is not None:
             found.add(_resource(entry))
     return found

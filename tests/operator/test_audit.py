@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cpi import audit
 from cpi import config as cpi_config
@@ -359,3 +360,142 @@ def test_a_lock_held_too_long_is_a_warning_not_a_hang(tmp_path, monkeypatch, cap
     finally:
         audit.end()
     assert [e["resource_id"] for e in audit.read(path)] == ["first", "third"]
+
+
+# ---------------------------------------------------------------- at scale: bounded memory, cells whole
+
+#: Lines of the trail the memory test reads (~20 MB): holding them as entries, as `cpi
+#: audit` did before it streamed, takes ~140 MiB more than reading them one at a time.
+BIG = 50_000
+
+
+@pytest.fixture(scope="module")
+def big_trail(tmp_path_factory):
+    """A local config and a trail of BIG lines in the writer's own format: one line written
+    by cpi.audit.record, copied with its time, request and resource changed (fast: no JSON
+    encoding per line); each 1,000th line tags its disk with deployment `dep-N`."""
+    work = tmp_path_factory.mktemp("big-trail")
+    config = local_config(work)
+    account = audit.account_of(cpi_config.build(json.loads(config.read_text())))
+    trail = work / "trail" / "audit.log"
+    audit.start(method="attach_disk", cloud="local", request_id="req-0000000", account=account, path=trail,
+                deployment="dep-0")
+    try:
+        audit.record("attach", "disk-0000000", {"old": None, "new": {"vm_cid": "vm-1", "device": "/dev/sdf"}},
+                     resource_type="disk")
+    finally:
+        audit.end()
+    template = trail.read_bytes()
+    attach = template.replace(b'"deployment": "dep-0"', b'"deployment": null')
+    lines = []
+    for index in range(BIG):
+        line = template.replace(b'"dep-0"', b'"dep-%d"' % (index // 1000 % 7)) if index % 1000 == 0 else attach
+        when = b"2026-01-%02dT%02d:%02d:%02d.000Z" % (1 + index // 86400, index // 3600 % 24, index // 60 % 60,
+                                                       index % 60)
+        lines.append(line[:10] + when + line[34:].replace(b"req-0000000", b"req-%07d" % index)
+                     .replace(b"disk-0000000", b"disk-%07d" % index))
+    trail.write_bytes(b"".join(lines))
+    trail.chmod(0o600)
+    return config, trail
+
+
+def _peak(config: Path, *flags: str) -> tuple[bytes, int]:
+    """What one `cpi audit` process printed, and its peak RSS in bytes (its own: os.wait4)."""
+    proc = subprocess.Popen([sys.executable, "-m", "cpi.cli", "audit", "--config", str(config), *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    out, err = proc.stdout.read(), proc.stderr.read()  # little on stderr: it cannot fill while stdout is read
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, err
+    return out, usage.ru_maxrss * 1024
+
+
+def test_every_query_reads_the_trail_in_bounded_memory(big_trail):
+    config, trail = big_trail
+    _, baseline = _peak(config, "--file", str(trail), "--since", "2099-01-01T00:00Z", "--json")  # reads all, keeps none
+    bound = baseline + 24 * 2**20
+    out, rss = _peak(config, "--file", str(trail), "--json")
+    assert len(out.splitlines()) == BIG and rss < bound, f"JSON lines: {rss / 2**20:.0f} MiB"
+    out, rss = _peak(config, "--file", str(trail), "--tty")
+    shown = out.decode().splitlines()
+    assert shown[-1] == f"{BIG:,} lines" and len(shown) == BIG + 5 and rss < bound, f"table: {rss / 2**20:.0f} MiB"
+    assert shown[3].split()[1] == "req-0000000" and shown[-3].split()[1] == f"req-{BIG - 1:07d}"
+    out, rss = _peak(config, "--file", str(trail), "--deployment", "dep-3", "--since", "2026-01-01T06:00Z")
+    tagged = [f"req-{i:07d}" for i in range(3000, BIG, 7000) if i >= 6 * 3600]
+    assert [row.split("\t")[1] for row in out.decode().splitlines()] == tagged, "a table piped"
+    assert rss < bound, f"deployment: {rss / 2**20:.0f} MiB"
+    out, _ = _peak(config, "--file", str(trail), "--since", "2026-01-01T03:00:00Z", "--before",
+                   "2026-01-01T03:00:10Z", "--json")  # seeks: the lines at 03:00:00-03:00:09, and only those
+    assert [json.loads(line)["request_id"] for line in out.splitlines()] == [
+        f"req-{i:07d}" for i in range(10800, 10810)]
+
+
+def test_a_long_cell_is_printed_whole_on_a_terminal_and_piped(tmp_path):
+    from tests.support import terminal
+
+    config = local_config(tmp_path)
+    cpi = Cpi(config)
+    note = "a note longer than any terminal is wide " * 8
+    disk = call(cpi, "long-1", "create_disk", 8, {}, None)
+    try:
+        call(cpi, "long-2", "set_disk_metadata", disk, {"deployment": "cf", "note": note})
+        whole = json.dumps({"deployment": "cf", "note": note}, separators=(",", ":"), sort_keys=True)
+        seen = terminal.run([sys.executable, "-m", "cpi.cli", "audit", "--config", str(config)], columns=80,
+                            cwd=ROOT)
+        assert seen.returncode == 0, seen.screen
+        [tagged] = [line for line in seen.lines if "long-2" in line]
+        assert tagged.rstrip().endswith(whole), "the cell is whole, on one line the terminal folds"
+        assert "2 lines" in seen.lines
+        [piped] = [line for line in cli("audit", "--config", str(config)).splitlines() if "long-2" in line]
+        assert piped.split("\t")[-2] == whole
+        yaml_lines = yaml.safe_load(cli("audit", "--config", str(config), "--yaml"))  # one item at a time
+        assert yaml_lines == [json.loads(line) for line in cli("audit", "--config", str(config), "--json").splitlines()]
+        assert yaml_lines[-1]["changes"]["new"]["note"] == note
+    finally:
+        cpi("delete_disk", disk)
+
+
+def test_since_and_before_seek_to_the_same_lines_a_whole_read_finds(tmp_path):
+    """Each file is searched for its first line at or after --since (less SEEK_SLACK): lines
+    an older writer left up to LOCK_TIMEOUT out of order, a line that is not the writer's
+    and a line without its time are all found as a read of every line finds them."""
+    path = tmp_path / "trail" / "audit.log"
+    path.parent.mkdir(mode=0o700)
+    lines = []
+    for index in range(400):
+        second = index * 2 - (3 if index % 5 == 0 else 0)  # every 5th stamped 3 s before the line above it
+        when = f"2026-01-01T00:{second // 60:02d}:{second % 60:02d}.000Z" if second >= 0 else "2025-12-31T23:59:57.000Z"
+        lines.append(json.dumps({"time": when, "request_id": f"r{index}"}))
+        if index == 150:
+            lines += ["not json", json.dumps({"request_id": "no time"}), "x" * (audit.MAX_LINE + 10)]
+    path.write_text("\n".join(lines) + "\n")
+    everything = list(audit.read(path))
+    assert len(everything) == 401  # the line too long for the writer is skipped
+
+    def whole(since: str | None, before: str | None) -> list[str]:
+        return [e["request_id"] for e in everything if "time" in e and (since is None or e["time"] >= since)
+                and (before is None or e["time"] < before)]
+
+    times = sorted({e["time"] for e in everything if "time" in e})
+    for since in [times[0], times[1], times[150], times[151], times[-1], "2027-01-01T00:00:00.000Z", None]:
+        for before in [times[0], times[200], times[-1], "2027-01-01T00:00:00.000Z", None]:
+            found = audit.read(path, not_before=since and since.encode(), before=before and before.encode())
+            assert [e["request_id"] for e in found if "time" in e] == whole(since, before), (since, before)
+
+
+def test_a_clock_set_back_starts_a_new_file_so_each_file_stays_in_time_order(tmp_path, monkeypatch):
+    path = tmp_path / "trail" / "audit.log"
+    clock = ["2026-01-01T10:00:00.000Z", "2026-01-01T10:00:01.000Z", "2026-01-01T09:00:00.000Z",
+             "2026-01-01T09:00:02.000Z"]
+    audit.start(method="test", cloud="local", request_id="clock", path=path)
+    try:
+        for index, when in enumerate(clock):
+            monkeypatch.setattr(audit, "now", lambda when=when: when)
+            audit.record("create", f"res-{index}")
+    finally:
+        audit.end()
+    per_file = [[json.loads(line)["resource_id"] for line in file.read_text().splitlines()]
+                for file in audit.files(path)]
+    assert per_file == [["res-0", "res-1"], ["res-2", "res-3"]]
+    assert [e["time"] for e in audit.read(path)][2:] == ["2026-01-01T09:00:00.000Z", "2026-01-01T09:00:02.000Z"]
+    since = [e["resource_id"] for e in audit.read(path, not_before=b"2026-01-01T09:00:01.000Z")]
+    assert since == ["res-0", "res-1", "res-3"]
