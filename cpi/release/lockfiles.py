@@ -28,7 +28,7 @@ from cpi.release.errors import ReleaseError
 from cpi.release.targets import PATCH_RANGE, marker_environment, wheel_tags
 
 FILES = "requirements.files"
-INSTALLER = "pip"  # vendored beside the runtime closure: package cpi installs with its wheel
+INSTALLER = "pip"  # vendored beside the wheels: packages/cpi/packaging runs it from its wheel
 HEADER = (
     "# Written by bin/lock from uv's pylock.toml export of requirements.lock: the file name of\n"
     "# each file the lock accepts, which its hashes do not say. cpi/release/lockfiles.py reads it\n"

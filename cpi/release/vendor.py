@@ -42,11 +42,11 @@ from cpi.release import lock, lockfiles
 from cpi.release.definition import ReleaseDefinition, VendorSettings
 from cpi.release.errors import ReleaseError
 from cpi.release.lock import project_requirements
+from cpi.release.lockfiles import INSTALLER
 from cpi.release.targets import PATCH_RANGE, marker_environment, pip_platform_tags
 
 REQUIREMENTS = "requirements.txt"
 PURE = "any"
-INSTALLER = "pip"  # vendored beside the wheels; packages/cpi/packaging runs it from its wheel
 SOURCE_RE = re.compile(r"^Python-(3\.\d+)\.(\d+)(?:[a-z]+\d*)?\.(tgz|tar\.gz|tar\.xz)$")
 SOURCE_DIR_RE = re.compile(r"^Python-(3\.\d+\.\d+(?:[a-z]+\d*)?)$")
 

@@ -200,7 +200,8 @@ def compile_package(
     compile_dir: Path, packages_dir: Path, name: str, extra_env: dict | None = None, timeout: float = PACKAGING_TIMEOUT
 ) -> subprocess.CompletedProcess:
     """A simulated compile: `bash -x packaging` in `compile_dir` (an unpacked package) with the
-    variables create-env sets, installing into packages_dir/<name>."""
+    variables create-env sets, installing into packages_dir/<name>; a None in `extra_env`
+    unsets that variable (a bosh-agent sets no BOSH_PACKAGES_DIR)."""
     env = {
         "PATH": os.environ.get("PATH", DIRECTOR_PATH),
         "HOME": str(compile_dir.parent),
@@ -210,6 +211,7 @@ def compile_package(
         "BOSH_PACKAGES_DIR": str(packages_dir),
         **(extra_env or {}),
     }
+    env = {key: value for key, value in env.items() if value is not None}
     (packages_dir / name).mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         ["bash", "-x", "packaging"], cwd=compile_dir, env=env, capture_output=True, text=True, timeout=timeout
