@@ -9,14 +9,17 @@ bin/lock (uv, run by a maintainer) is the only thing that writes it.
 
 This reader knows the subset of pip's requirements format that the lock uses: one
 `name==version[ ; marker]` per entry, `--hash=sha256:...` options on continuation lines,
-comments. It evaluates no marker: pip does that, for the machine that installs.
+comments, of which it keeps uv's `# via` annotations (who requires the entry: the lock's
+only record of the dependency graph, from which cpi/release/lockfiles.py finds the runtime
+closure). It evaluates no marker: pip does that, for the machine that installs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpi.release.errors import ReleaseError
@@ -35,12 +38,14 @@ def canonical(name: str) -> str:
 @dataclass(frozen=True)
 class Pin:
     """One locked distribution: its exact version, the marker saying where it applies
-    (None: everywhere) and the sha256 of every file of it the lock accepts."""
+    (None: everywhere), the sha256 of every file of it the lock accepts, and the canonical
+    names of what requires it (uv's `# via`; the project itself for its direct ones)."""
 
     name: str
     version: str
     marker: str | None
     hashes: frozenset[str]
+    required_by: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def key(self) -> str:
@@ -66,8 +71,22 @@ def parse(text: str, source: str = LOCK) -> list[Pin]:
     pins: list[Pin] = []
     current: tuple[str, str, str | None] | None = None
     hashes: set[str] = set()
+    required_by: set[str] = set()
+    in_via = False
+
+    def close() -> None:
+        if current:
+            pins.append(Pin(current[0], current[1], current[2], frozenset(hashes), frozenset(required_by)))
+
     for number, raw in enumerate(_logical_lines(text), start=1):
-        line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if raw.lstrip().startswith("#"):
+            comment = raw.strip().lstrip("#").strip()
+            if current and (comment == "via" or comment.startswith("via ")):
+                in_via, comment = True, comment[3:].strip()
+            if current and in_via and comment:  # `# via a` or, one per line, `#   a`
+                required_by.add(canonical(comment.split()[0]))
+            continue
+        line = raw.split(" #", 1)[0].strip()
         if not line:
             continue
         tokens = line.split(" --hash=")
@@ -79,16 +98,14 @@ def parse(text: str, source: str = LOCK) -> list[Pin]:
             match = _ENTRY.match(head)
             if not match:
                 raise ReleaseError(f"{source}: entry {number} is not `name==version[ ; marker]`: {head!r}")
-            if current:
-                pins.append(Pin(current[0], current[1], current[2], frozenset(hashes)))
-            current, hashes = (match.group(1), match.group(2), match.group(3)), set()
+            close()
+            current, hashes, required_by, in_via = (match.group(1), match.group(2), match.group(3)), set(), set(), False
         for option in options:
             found = _HASH.match(option)
             if not found or current is None:
                 raise ReleaseError(f"{source}: entry {number}: not a sha256 hash of a pinned entry: {option!r}")
             hashes.add(found.group(1))
-    if current:
-        pins.append(Pin(current[0], current[1], current[2], frozenset(hashes)))
+    close()
     unhashed = [p.name for p in pins if not p.hashes]
     if unhashed:
         raise ReleaseError(f"{source}: {', '.join(unhashed)} without a --hash: {UPDATE}")
@@ -128,3 +145,19 @@ def digest(root: Path) -> str:
 
 def by_version(pins: list[Pin]) -> dict[tuple[str, str], Pin]:
     return {(pin.key, pin.version): pin for pin in pins}
+
+
+def project_requirements(release_dir: Path) -> list[str]:
+    """The runtime requirements in pyproject.toml ([project] dependencies): what `cpi release
+    vendor` downloads the locked closure of."""
+    path = release_dir / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ReleaseError(f"{path}: not found; the wheels to vendor are its [project] dependencies") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ReleaseError(f"{path}: not valid TOML: {exc}") from None
+    requirements = data.get("project", {}).get("dependencies")
+    if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
+        raise ReleaseError(f"{path}: [project] dependencies must be a list of requirement strings")
+    return requirements

@@ -4,10 +4,11 @@ CPython source.
 A BOSH package compiles on a machine that may have no index access (a compilation VM),
 or on the operator's own Linux or Mac (`bosh create-env`). So the cpi package installs
 its dependencies with `pip install --no-index --require-hashes` from wheels shipped in the
-release, at the versions and with the bytes requirements.lock pins (cpi/release/lock.py). Most
-are pure Python (`py3-none-any`, shared by all platforms); a few are compiled
-(pydantic-core, cryptography, cffi, PyYAML, psutil...) and exist once per platform. The
-layout under the blobs root:
+release, at the versions and with the bytes requirements.lock pins (cpi/release/lock.py);
+vendoring first checks, offline, that the lock has a wheel for every platform asked for
+(cpi/release/lockfiles.py). Most are pure Python (`py3-none-any`, shared by all
+platforms); a few are compiled (pydantic-core, cryptography, cffi, PyYAML, psutil...) and
+exist once per platform. The layout under the blobs root:
 
     wheels/requirements.txt      the runtime closure as requirements.lock pins it (each
                                  line with the sha256 of the wheels vendored), under a
@@ -33,18 +34,19 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cpi.release import lock
+from cpi.release import lock, lockfiles
 from cpi.release.definition import ReleaseDefinition, VendorSettings
 from cpi.release.errors import ReleaseError
+from cpi.release.lock import project_requirements
+from cpi.release.lockfiles import INSTALLER
+from cpi.release.targets import PATCH_RANGE, marker_environment, pip_platform_tags
 
 REQUIREMENTS = "requirements.txt"
 PURE = "any"
-INSTALLER = "pip"  # vendored beside the wheels; packages/cpi/packaging runs it from its wheel
 SOURCE_RE = re.compile(r"^Python-(3\.\d+)\.(\d+)(?:[a-z]+\d*)?\.(tgz|tar\.gz|tar\.xz)$")
 SOURCE_DIR_RE = re.compile(r"^Python-(3\.\d+\.\d+(?:[a-z]+\d*)?)$")
 
@@ -59,21 +61,6 @@ def host_platform() -> str:
     if sys.platform == "darwin":
         return f"macos-{'arm64' if machine == 'arm64' else machine}"
     return f"{sys.platform}-{machine}"
-
-
-def project_requirements(release_dir: Path) -> list[str]:
-    """The runtime requirements in pyproject.toml ([project] dependencies)."""
-    path = release_dir / "pyproject.toml"
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ReleaseError(f"{path}: not found; the wheels to vendor are its [project] dependencies") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ReleaseError(f"{path}: not valid TOML: {exc}") from None
-    requirements = data.get("project", {}).get("dependencies")
-    if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
-        raise ReleaseError(f"{path}: [project] dependencies must be a list of requirement strings")
-    return requirements
 
 
 def requirements_text(
@@ -146,32 +133,6 @@ host = markers.default_environment
 markers.default_environment = lambda: {**host(), **target}
 """
 PIP_WITH_TARGET_MARKERS = TARGET_MARKERS + "from pip._internal.cli.main import main\nsys.exit(main(sys.argv[1:]))\n"
-# A CPython minor version's first and (as far as markers compare) last patch release: the
-# closure is downloaded for both, so a compile host's 3.X.N finds its wheels on either
-# side of a `python_full_version` bound.
-PATCH_RANGE = ("0", "99")
-
-
-def marker_environment(platform_name: str, python_full: str) -> dict[str, str]:
-    """The environment markers of CPython `python_full` on a compile host of `platform_name`
-    (linux-x86_64, macos-arm64, ...); an unknown OS keeps this machine's OS values."""
-    system, _, machine = platform_name.partition("-")
-    machine = machine.removesuffix("-musl")
-    environment = {
-        "python_version": ".".join(python_full.split(".")[:2]),
-        "python_full_version": python_full,
-        "implementation_name": "cpython",
-        "implementation_version": python_full,
-        "platform_python_implementation": "CPython",
-    }
-    known = {"linux": ("linux", "Linux", "posix"), "macos": ("darwin", "Darwin", "posix")}
-    if system in known:
-        sys_platform, platform_system, os_name = known[system]
-        environment.update(sys_platform=sys_platform, platform_system=platform_system, os_name=os_name,
-                           platform_machine=machine)
-    return environment
-
-
 def run_pip(args: list[str], environment: dict[str, str] | None = None) -> None:
     """Run pip with this interpreter, its markers evaluated in `environment` (see
     TARGET_MARKERS); pip's own index settings (pip.conf, PIP_INDEX_URL) apply."""
@@ -187,30 +148,6 @@ def run_pip(args: list[str], environment: dict[str, str] | None = None) -> None:
             + "\n"
             + (result.stderr.strip() or result.stdout.strip())[-4000:]
         )
-
-
-MANYLINUX = re.compile(r"^manylinux_2_(\d+)_(\w+)$")
-LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
-
-
-def pip_platform_tags(tags: Sequence[str]) -> list[str]:
-    """release.yml's tags with what each implies: a host of glibc 2.N runs every
-    manylinux_2_M wheel for M <= N (and the legacy manylinux2014/2010/1 names of 2_17, 2_12
-    and 2_5), but `pip download --platform` expands no manylinux tag by itself, so psutil
-    7.2's wheels (tagged manylinux_2_12 and 2_28) would not be found for manylinux_2_17.
-    macOS tags need no expansion: pip already accepts older macosx_X_Y wheels."""
-    expanded: list[str] = []
-    for tag in tags:
-        expanded.append(tag)
-        match = MANYLINUX.match(tag)
-        if not match:
-            continue
-        glibc, arch = int(match.group(1)), match.group(2)
-        for minor in range(glibc, 4, -1):
-            expanded.append(f"manylinux_2_{minor}_{arch}")
-            if minor in LEGACY_MANYLINUX:
-                expanded.append(f"{LEGACY_MANYLINUX[minor]}_{arch}")
-    return list(dict.fromkeys(expanded))
 
 
 def download_wheels(
@@ -327,11 +264,15 @@ def vendor_wheels(
     requirements = project_requirements(release_dir)
     pins = lock.read(release_dir)
     python = python or vendor.python
+    platform_tags = {name: vendor.platforms[name] for name in names}
+    # Offline, before any download: a platform the lock has no wheel for fails here, named,
+    # instead of as pip's ResolutionImpossible after the other platforms' downloads.
+    lockfiles.check(release_dir, requirements, python, platform_tags)
     with tempfile.TemporaryDirectory(prefix="cpi-vendor-") as tmp:
         constraints = Path(tmp) / "constraints.txt"
         constraints.write_text("".join(f"{pin.constraint()}\n" for pin in pins))
         downloaded = download_wheels(
-            requirements, python, {name: vendor.platforms[name] for name in names}, Path(tmp) / "wheels", pip,
+            requirements, python, platform_tags, Path(tmp) / "wheels", pip,
             constraints,
         )
         pinned = locked_lines(downloaded, pins)

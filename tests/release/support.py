@@ -162,9 +162,9 @@ def fake_wheels(wheels_dir: Path, requirements: list[str], python: str, platform
 
 
 def copy_project_release(destination: Path, *, python: str = HOST_PYTHON, source: Path = REPO) -> Path:
-    """This project's release inputs (release.yml, jobs/, packages/, pyproject.toml, cpi/, bin/cpi, LICENSE)
-    copied from `source` (default: this checkout) to `destination`, with vendor.python set to
-    `python` and no blobs yet."""
+    """This project's release inputs (release.yml, jobs/, packages/, pyproject.toml, the lock
+    and requirements.files, cpi/, bin/cpi, LICENSE) copied from `source` (default: this
+    checkout) to `destination`, with vendor.python set to `python` and no blobs yet."""
     destination.mkdir(parents=True, exist_ok=True)
     for name in ("jobs", "packages"):
         shutil.copytree(source / name, destination / name)
@@ -172,7 +172,8 @@ def copy_project_release(destination: Path, *, python: str = HOST_PYTHON, source
     (destination / "bin").mkdir()
     shutil.copy(source / "bin" / "cpi", destination / "bin" / "cpi")
     shutil.copy(source / "pyproject.toml", destination / "pyproject.toml")
-    shutil.copy(source / "requirements.lock", destination / "requirements.lock")
+    for name in ("requirements.lock", "requirements.files"):
+        shutil.copy(source / name, destination / name)
     for license_file in [*source.glob("LICENSE*"), *source.glob("NOTICE*")]:
         shutil.copy(license_file, destination / license_file.name)
     definition = yaml.safe_load((source / "release.yml").read_text())
@@ -199,7 +200,8 @@ def compile_package(
     compile_dir: Path, packages_dir: Path, name: str, extra_env: dict | None = None, timeout: float = PACKAGING_TIMEOUT
 ) -> subprocess.CompletedProcess:
     """A simulated compile: `bash -x packaging` in `compile_dir` (an unpacked package) with the
-    variables create-env sets, installing into packages_dir/<name>."""
+    variables create-env sets, installing into packages_dir/<name>; a None in `extra_env`
+    unsets that variable (a bosh-agent sets no BOSH_PACKAGES_DIR)."""
     env = {
         "PATH": os.environ.get("PATH", DIRECTOR_PATH),
         "HOME": str(compile_dir.parent),
@@ -209,6 +211,7 @@ def compile_package(
         "BOSH_PACKAGES_DIR": str(packages_dir),
         **(extra_env or {}),
     }
+    env = {key: value for key, value in env.items() if value is not None}
     (packages_dir / name).mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         ["bash", "-x", "packaging"], cwd=compile_dir, env=env, capture_output=True, text=True, timeout=timeout

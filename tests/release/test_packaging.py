@@ -161,6 +161,17 @@ def test_cpi_packaging_names_the_missing_platform(tmp_path):
     assert f"cpi release vendor --platform {host_platform()}" in result.stderr
 
 
+def test_cpi_packaging_finds_python3_beside_it_when_a_bosh_agent_compiles(tmp_path):
+    """A bosh-agent sets no BOSH_PACKAGES_DIR and installs each package at <packages
+    dir>/<name>, which is /var/vcap/packages only on a stemcell: on the agent's dummy
+    platform (a local-cloud VM with a real bosh-agent) python3 is found beside the target."""
+    packages = tmp_path / "vm-1/packages"
+    standin_python3(packages)
+    result = compile_package(cpi_compile_dir(tmp_path), packages, "cpi", {"BOSH_PACKAGES_DIR": None})
+    assert "no interpreter" not in result.stderr
+    assert f"package cpi: no wheels for this compile host ({host_platform()})" in result.stderr  # got past it
+
+
 def test_cpi_packaging_refuses_wheels_for_another_python(tmp_path):
     packages = tmp_path / "installation/packages"
     standin_python3(packages)

@@ -1,6 +1,7 @@
-"""Vendoring: wheel layout per platform, the CPython source blob, and the build-time
-checks that name the command to run. pip itself is stubbed here; tests/release/
-test_packaging.py downloads real wheels for this machine."""
+"""Vendoring: wheel layout per platform, the lock's wheels checked against every platform
+before any download, the CPython source blob, and the build-time checks that name the
+command to run. pip itself is stubbed here; tests/release/test_packaging.py downloads real
+wheels for this machine, and tests/unit/test_lock.py checks the real lock's wheels."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cpi.release import vendor
+from cpi.release import lockfiles, targets, vendor
 from cpi.release.definition import load_definition
 from cpi.release.errors import ReleaseError
 from cpi.release.lock import parse as parse_lock
@@ -154,6 +155,14 @@ pydantic-core==2.0 ; python_full_version >= '3.11' \\
     --hash=sha256:{sha256("windows")}
     # via pydantic
 """
+LOCK_FILES = f"""# sha256  file name, as bin/lock writes requirements.files
+{sha256("boto3 wheel")}  boto3-1.0-py3-none-any.whl
+{sha256("boto3 sdist")}  boto3-1.0.tar.gz
+{sha256("pip wheel")}  pip-26.0-py3-none-any.whl
+{sha256("linux-x86_64")}  pydantic_core-2.0-cp311-cp311-manylinux_2_17_x86_64.whl
+{sha256("macos-arm64")}  pydantic_core-2.0-cp311-cp311-macosx_11_0_arm64.whl
+{sha256("windows")}  pydantic_core-2.0-cp311-cp311-win_amd64.whl
+"""
 
 
 def lock_downloads(tmp_path):
@@ -169,11 +178,13 @@ def lock_downloads(tmp_path):
 
 
 def test_the_lock_reader_reads_what_bin_lock_writes():
-    pins = parse_lock(LOCK_TEXT)
-    assert [(p.key, p.version, p.marker, len(p.hashes)) for p in pins] == [
-        ("boto3", "1.0", None, 2),
-        ("pip", "26.0", None, 1),
-        ("pydantic-core", "2.0", "python_full_version >= '3.11'", 3),
+    pins = parse_lock(LOCK_TEXT + "six==1.17.0 \\\n    --hash=sha256:" + "a" * 64 + "\n    # via\n    #   boto3\n"
+                                  "    #   pydantic-core\n")
+    assert [(p.key, p.version, p.marker, len(p.hashes), sorted(p.required_by)) for p in pins] == [
+        ("boto3", "1.0", None, 2, ["bosh-python-cpi"]),
+        ("pip", "26.0", None, 1, []),
+        ("pydantic-core", "2.0", "python_full_version >= '3.11'", 3, ["pydantic"]),
+        ("six", "1.17.0", None, 1, ["boto3", "pydantic-core"]),  # uv's `# via` over several lines
     ]
     assert parse_lock((REPO / "requirements.lock").read_text()), "the project's lock reads"
     with pytest.raises(ReleaseError, match="without a --hash"):
@@ -212,6 +223,7 @@ def test_vendoring_downloads_the_locked_versions_only(project):
     """vendor_wheels hands pip the lock as constraints and writes the lock's lines: a stub
     pip that 'downloads' exactly what the constraints pin, with the locked bytes."""
     write(project / "requirements.lock", LOCK_TEXT)
+    write(project / "requirements.files", LOCK_FILES)
     seen = []
 
     def pip(args, environment):
@@ -227,6 +239,104 @@ def test_vendoring_downloads_the_locked_versions_only(project):
     state = vendor.read_requirements(project / "blobs/wheels/requirements.txt")
     assert state.lock == hashlib.sha256(LOCK_TEXT.encode()).hexdigest()
     assert [line.split(" ")[0] for line in state.pinned] == ["boto3==1.0", "pydantic-core==2.0"]
+
+
+# A compiled runtime package (PyYAML is one of pyproject.toml's dependencies) with wheels for
+# some hosts only, and a compiled test tool the release never installs.
+YAML_LOCK = f"""pip==26.0 \\
+    --hash=sha256:{sha256("pip wheel")}
+pyyaml==6.0 \\
+    --hash=sha256:{sha256("yaml linux")} \\
+    --hash=sha256:{sha256("yaml arm64")} \\
+    --hash=sha256:{sha256("yaml sdist")}
+    # via bosh-python-cpi (pyproject.toml)
+ruff==0.17 \\
+    --hash=sha256:{sha256("ruff linux")}
+    # via bosh-python-cpi (pyproject.toml)
+"""
+YAML_FILES = f"""{sha256("pip wheel")}  pip-26.0-py3-none-any.whl
+{sha256("yaml linux")}  PyYAML-6.0-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
+{sha256("yaml arm64")}  PyYAML-6.0-cp311-cp311-macosx_11_0_arm64.whl
+{sha256("yaml sdist")}  PyYAML-6.0.tar.gz
+{sha256("ruff linux")}  ruff-0.17-py3-none-manylinux_2_17_x86_64.whl
+"""
+
+
+def test_a_platform_the_lock_has_no_wheel_for_stops_vendoring_before_any_download(project):
+    """What `cpi release vendor` once met as pip's ResolutionImpossible halfway through
+    (cryptography without an Intel macOS wheel) is named up front, for every platform that
+    lacks one; a test tool's missing wheel does not matter, the release never installs it."""
+    write(project / "requirements.lock", YAML_LOCK)
+    write(project / "requirements.files", YAML_FILES)
+
+    def pip(args, environment):
+        raise AssertionError("pip must not run: the check is offline")
+
+    with pytest.raises(ReleaseError) as failure:
+        vendor.vendor_wheels(project, load_definition(project), pip=pip)
+    message = str(failure.value)
+    assert ("pyyaml==6.0 has no wheel for macos-x86_64 (macosx_11_0_x86_64), CPython 3.11; its wheels are for: "
+            "macosx_11_0_arm64, manylinux2014_x86_64.manylinux_2_17_x86_64") in message
+    assert "pyyaml==6.0 has no wheel for linux-aarch64" in message
+    assert "ruff" not in message and "macos-arm64" not in message
+    assert "bin/lock" in message and "release.yml vendor.platforms" in message
+    # A universal2 wheel fits both Macs: with one, only linux-aarch64 is left without.
+    write(project / "requirements.files", YAML_FILES.replace("macosx_11_0_arm64", "macosx_10_9_universal2"))
+    with pytest.raises(ReleaseError) as failure:
+        vendor.vendor_wheels(project, load_definition(project), ["linux-aarch64", "macos-x86_64"], pip=pip)
+    assert "linux-aarch64" in str(failure.value) and "macos-x86_64" not in str(failure.value)
+
+
+def test_a_lock_without_its_file_names_is_refused(project):
+    write(project / "requirements.lock", YAML_LOCK)
+    write(project / "requirements.files", YAML_FILES.replace(sha256("yaml linux"), "0" * 64))
+    problems = lockfiles.missing_wheels(parse_lock(YAML_LOCK), lockfiles.read(project), ["PyYAML"], "3.11",
+                                        {"linux-x86_64": ["manylinux_2_17_x86_64"]})
+    assert problems == [("pyyaml==6.0 has no wheel for linux-x86_64 (manylinux_2_17_x86_64), CPython 3.11; its "
+                         "wheels are for: macosx_11_0_arm64")]
+    (project / "requirements.files").unlink()
+    with pytest.raises(ReleaseError, match=r"requirements.files: not found; bin/lock writes it"):
+        vendor.vendor_wheels(project, load_definition(project), ["linux-x86_64"], pip=lambda args, env: None)
+
+
+@pytest.mark.parametrize(("wheel", "fits"), [
+    ("x-1-cp311-cp311-manylinux_2_17_x86_64.whl", True),
+    ("x-1-cp311-abi3-manylinux2014_x86_64.whl", True),  # the legacy name of glibc 2.17
+    ("x-1-cp36-abi3-manylinux2010_x86_64.whl", True),  # older stable ABI, older glibc
+    ("x-1-cp311-cp311-manylinux_2_28_x86_64.whl", False),  # needs a newer glibc than 2.17
+    ("x-1-cp315-abi3-manylinux_2_17_x86_64.whl", False),  # a newer CPython's stable ABI
+    ("x-1-cp311-cp311-musllinux_1_2_x86_64.whl", False),
+    ("x-1-py3-none-any.whl", True),
+])
+def test_wheel_tags_are_what_pip_download_accepts_for_a_linux_host(wheel, fits):
+    from packaging.utils import parse_wheel_filename
+
+    accepted = targets.wheel_tags("3.11", ["manylinux_2_17_x86_64"])
+    assert bool(set(parse_wheel_filename(wheel)[3]) & accepted) is fits
+
+
+def test_a_macos_tag_stands_for_older_macos_and_universal2_as_pip_expands_it():
+    from packaging.tags import Tag
+
+    accepted = targets.wheel_tags("3.11", ["macosx_11_0_x86_64"])
+    assert {Tag("cp311", "abi3", "macosx_10_9_universal2"), Tag("cp311", "cp311", "macosx_10_15_x86_64")} <= accepted
+    assert Tag("cp311", "cp311", "macosx_11_0_arm64") not in accepted
+    assert Tag("cp311", "cp311", "macosx_12_0_x86_64") not in accepted  # newer than the host's macOS 11
+
+
+def test_requirements_files_is_written_from_uvs_pylock_export():
+    pylock = {"packages": [{
+        "name": "pyyaml", "version": "6.0",
+        "sdist": {"url": "https://files.example/PyYAML-6.0.tar.gz", "hashes": {"sha256": "b" * 64}},
+        "wheels": [{"url": "https://files.example/x/PyYAML-6.0-cp311-cp311-macosx_10_9_universal2.whl",
+                    "hashes": {"sha256": "a" * 64}},
+                   {"name": "PyYAML-6.0-py3-none-any.whl", "url": "https://files.example/y/other%2Bname.whl",
+                    "hashes": {"sha256": "c" * 64}}],
+    }]}
+    text = lockfiles.record_text(pylock)
+    assert text.startswith("# Written by bin/lock")
+    assert text.splitlines()[-3:] == [f"{'a' * 64}  PyYAML-6.0-cp311-cp311-macosx_10_9_universal2.whl",
+                                      f"{'c' * 64}  PyYAML-6.0-py3-none-any.whl", f"{'b' * 64}  PyYAML-6.0.tar.gz"]
 
 
 def test_vendor_wheels_rejects_unknown_platforms(project):

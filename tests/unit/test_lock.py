@@ -1,5 +1,7 @@
 """requirements.lock is the one source of versions: it satisfies what pyproject.toml asks,
-bin/bootstrap's venv is exactly it, and the generated EC2 model follows its botocore."""
+bin/bootstrap's venv is exactly it, the generated EC2 model follows its botocore, and it
+has a wheel of every compiled runtime package for every platform release.yml vendors
+(read from requirements.files, the file names bin/lock records beside it)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,11 @@ import tomllib
 
 from packaging.markers import Marker
 from packaging.requirements import Requirement
+from packaging.utils import parse_sdist_filename, parse_wheel_filename
 
-from cpi.release.lock import Pin, canonical, read
+from cpi.release import lockfiles
+from cpi.release.definition import load_definition
+from cpi.release.lock import Pin, canonical, project_requirements, read
 from tests.support.runner import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -84,3 +89,29 @@ def test_the_bootstrap_stamp_names_the_lock():
         cwd=ROOT, capture_output=True, text=True, check=True,
     ).stdout.strip()
     assert stamps[0].name == f".installed-{expected}"
+
+
+def test_every_compiled_runtime_package_has_a_wheel_for_every_vendored_platform():
+    """What `cpi release vendor` with its defaults needs: for each of release.yml's
+    vendor.platforms, with pip's tag rules, a wheel of every package of the runtime closure
+    (cryptography 49 and later have none for Intel Macs: bin/lock keeps those on 48)."""
+    vendor = load_definition(ROOT).vendor
+    assert vendor is not None
+    problems = lockfiles.missing_wheels(PINS, lockfiles.read(ROOT), project_requirements(ROOT), vendor.python,
+                                        vendor.platforms)
+    assert problems == [], "\n".join(problems)
+
+
+def test_requirements_files_names_the_files_of_the_lock():
+    """requirements.files is bin/lock's record of this very lock: each name it gives a
+    locked hash is a file of that pin's version, and every pin has its files named."""
+    names = lockfiles.read(ROOT)
+    owner = {sha256: pin for pin in PINS for sha256 in pin.hashes}
+    assert set(names) <= set(owner), "requirements.files names files the lock does not accept: run bin/lock"
+    for sha256, name in names.items():
+        pin = owner[sha256]
+        parsed = parse_wheel_filename(name)[:2] if name.endswith(".whl") else parse_sdist_filename(name)
+        assert (canonical(parsed[0]), str(parsed[1])) == (pin.key, pin.version), (name, pin)
+    unnamed = [f"{pin.name}=={pin.version}" for pin in PINS if not pin.hashes & names.keys()]
+    assert not unnamed, f"requirements.files names no file of {unnamed}: run bin/lock"
+
