@@ -120,6 +120,32 @@ def validate(model: type[BaseModel], data: Any, where: str, ignored: list[Ignore
     return model.model_validate(cleaned)
 
 
+def sections(data: dict, known: set[str], where: str, ignored: list[Ignored] | None = None) -> None:
+    """The sections of `data` (cloud.properties) that no model reads, each left out as an
+    unknown key of a model is: a warning naming it and the closest known section, added to
+    `ignored` for `cpi validate`, or refused under `strict`. A misspelt `agnet` would
+    otherwise be passed over without a word, and the agent given no settings of its own."""
+    unknown = [key for key in data if key not in known]
+    if not unknown:
+        return
+    redactor = logs.active if logs.active is not None else Redactor()
+    if strict:
+        names = ", ".join(redactor.text(f"{where}.{key}", limit=200) + suggest(key, known) for key in unknown)
+        raise CpiError(f"invalid config: {names}: unknown property (cloud.properties.validation.strict is on)")
+    import logging
+
+    log = logging.getLogger("cpi.validation")
+    for number, key in enumerate(unknown):
+        left_out = Ignored(redactor.text(f"{where}.{key}", limit=200), suggest(key, known))
+        if ignored is not None:
+            ignored.append(left_out)
+        if number < MAX_ERRORS:
+            log.warning("%s: unknown property ignored%s (`cpi validate` reports it; "
+                        "cloud.properties.validation.strict: true refuses it)", left_out.path, left_out.hint)
+    if len(unknown) > MAX_ERRORS:
+        log.warning("%s: %d more unknown properties ignored", where, len(unknown) - MAX_ERRORS)
+
+
 def _plain(loc: tuple) -> tuple:
     return tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
 

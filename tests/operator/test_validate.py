@@ -374,8 +374,9 @@ def test_local_cpi_json_keys_the_call_ignores_are_errors(tmp_path):
         "local": {"state_dir": str(state), "stat_dir": str(tmp_path / "elsewhere"),
                   "faults": [{"method": "create_vm", "tims": 1}]},
         "agent": {"ntpp": ["pool.ntp.org"], "password": SECRET},
-        "audit": {"max_byte": 1024}}}}))
+        "audit": {"max_byte": 1024}, "agnet": {"mbus": "https://mbus:6868"}}}}))
     found = assert_validate_says_what_the_call_does(config, "has_vm", "vm-1")
+    assert found["cloud.properties.agnet"].startswith("unknown property, did you mean agent?")
     assert found["cloud.properties.local.stat_dir"].startswith("unknown property, did you mean state_dir?")
     assert found["cloud.properties.local.faults[0].tims"].startswith("unknown property, did you mean times?")
     assert found["cloud.properties.audit.max_byte"].startswith("unknown property, did you mean max_bytes?")
@@ -383,7 +384,7 @@ def test_local_cpi_json_keys_the_call_ignores_are_errors(tmp_path):
 
     # the table says the same, with the verdict; a cloud-config on stdin adds its own findings
     table = cli("validate", "--config", str(config))
-    assert table.returncode == 1 and "did you mean state_dir?" in table.stdout and "5 errors" in table.stdout
+    assert table.returncode == 1 and "did you mean state_dir?" in table.stdout and "6 errors" in table.stdout
     typo = yaml.safe_dump({"vm_types": [{"name": "small", "cloud_properties": {"rma": 1024}}]})
     both = cli("validate", "-", "--config", str(config), "--json", stdin=typo)
     assert both.returncode == 1
@@ -409,7 +410,15 @@ def test_local_cpi_json_keys_the_call_ignores_are_errors(tmp_path):
 
 def test_aws_cpi_json_and_cloud_properties_keys_the_call_ignores(moto_account, tmp_path):
     config = moto_account.write_config(tmp_path / "cpi.json", defualt_key_name="bosh", max_retry=3)
+    # the official aws_cpi job's sections no CPI acts on (registry, and stemcell beside aws)
+    # are no finding; a misspelt section is, as its keys would be
+    document = json.loads(config.read_text())
+    document["cloud"]["properties"].update({"registry": {"endpoint": "http://127.0.0.1:25777", "user": "r"},
+                                            "stemcell": {"kernel_id": "aki-1"}, "throtle": {}})
+    config.write_text(json.dumps(document))
     found = assert_validate_says_what_the_call_does(config, "has_vm", "i-0123456789abcdef0")
+    assert found["cloud.properties.throtle"].startswith("unknown property, did you mean throttle?")
+    assert not any(path.startswith(("cloud.properties.registry", "cloud.properties.stemcell")) for path in found)
     assert found["cloud.properties.aws.defualt_key_name"].startswith("unknown property, did you mean default_key_name?")
 
     # a cloud_properties key: the plan of create_disk warns of it as the call's log does,
