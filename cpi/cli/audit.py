@@ -19,10 +19,13 @@ from cpi import audit
 from cpi.operator.audit import Trail, parse_since, select, trail
 
 from . import options
-from .output import CliError, print_data, wants_data
+from .output import CliError, picked, print_data, wants_data
 from .table import Table, print_table
 
 COLUMNS = ("time", "request", "method", "action", "type", "resource", "old", "new")
+#: The table's column names that are not the trail's keys: `--column request` with --json or
+#: --yaml picks what the table shows under that heading.
+HEADINGS = {"request": "request_id", "type": "resource_type", "resource": "resource_id"}
 
 
 def add_parser(sub, name: str, summary: str) -> None:
@@ -85,18 +88,26 @@ def title(path: Path, own: Trail, every: bool) -> str:
     return f"audit trail {path} ({scope})"
 
 
+def columns(entry: dict[str, Any], names: list[str] | None) -> dict[str, Any]:
+    """The entry as it is, or only the `--column`s asked, a table's heading (`request`) or a
+    key of the line (`request_id`, `changes.old`) alike."""
+    if not names:
+        return entry
+    return picked({**entry, **{heading: entry.get(key) for heading, key in HEADINGS.items()}}, names)
+
+
 def show(entries: Callable[[], Iterator[dict[str, Any]]], args: argparse.Namespace, data: bool, heading: str) -> None:
     """The lines as they are read, never all held: JSON lines and YAML one entry at a time;
     a table reads them twice (its column widths and count first, then its rows), as
     bosh's tables are padded to their widest cell and counted at the end."""
     if data and args.json:
         for entry in entries():  # JSON lines, as the trail holds them: a script reads one at a time
-            sys.stdout.write(json.dumps(entry, sort_keys=False) + "\n")
+            sys.stdout.write(json.dumps(columns(entry, args.columns), sort_keys=False) + "\n")
         return
     if data:
         empty = True
         for entry in entries():  # one item of the YAML list at a time: the same document as the whole list's
-            print_data([entry], args)
+            print_data([columns(entry, args.columns)], args)
             empty = False
         if empty:
             print_data([], args)

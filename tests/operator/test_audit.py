@@ -111,6 +111,12 @@ def test_a_local_lifecycle_leaves_one_line_per_mutation_and_no_secret(tmp_path):
     out = cli("audit", "--config", str(config), "--resource", disk, "--json")
     assert [json.loads(x)["action"] for x in out.splitlines()] == ["create", "attach", "resize", "detach", "delete"]
     assert cli("audit", "--config", str(config), "--since", "2099-01-01T00:00Z", "--json") == ""
+    # --column keeps only what it names, in JSON lines and YAML alike, the table's headings included
+    picked = cli("audit", "--config", str(config), "--request-id", "r04", "--json", "--column", "request",
+                 "--column", "resource", "--column", "action")
+    assert [json.loads(x) for x in picked.splitlines()] == [{"request": "r04", "resource": disk, "action": "attach"}]
+    assert yaml.safe_load(cli("audit", "--config", str(config), "--resource", disk, "--yaml", "--column",
+                              "action")) == [{"action": a} for a in ("create", "attach", "resize", "detach", "delete")]
     table = cli("audit", "--config", str(config), "--action", "attach", "--tty")
     assert disk in table and table.rstrip().endswith("\n1 line")
 
