@@ -102,14 +102,22 @@ def validate(model: type[BaseModel], data: Any, where: str, ignored: list[Ignore
         if not unknown:
             raise
     import copy
+
+    cleaned = copy.deepcopy(data)
+    for loc in unknown:
+        _drop(cleaned, loc)
+    _leave_out([(_loc(where, _plain(loc)), closest(model, loc)) for loc in unknown], where, ignored)
+    return model.model_validate(cleaned)
+
+
+def _leave_out(unknown: list[tuple[str, str]], where: str, ignored: list[Ignored] | None) -> None:
+    """Each (path, hint) warned of (the first MAX_ERRORS), redacted, and added to `ignored`."""
     import logging
 
     log = logging.getLogger("cpi.validation")
-    cleaned = copy.deepcopy(data)
     redactor = logs.active if logs.active is not None else Redactor()
-    for number, loc in enumerate(unknown):
-        _drop(cleaned, loc)
-        left_out = Ignored(redactor.text(_loc(where, _plain(loc)), limit=200), closest(model, loc))
+    for number, (path, hint) in enumerate(unknown):
+        left_out = Ignored(redactor.text(path, limit=200), hint)
         if ignored is not None:
             ignored.append(left_out)
         if number < MAX_ERRORS:
@@ -117,7 +125,6 @@ def validate(model: type[BaseModel], data: Any, where: str, ignored: list[Ignore
                         "cloud.properties.validation.strict: true refuses it)", left_out.path, left_out.hint)
     if len(unknown) > MAX_ERRORS:
         log.warning("%s: %d more unknown properties ignored", where, len(unknown) - MAX_ERRORS)
-    return model.model_validate(cleaned)
 
 
 def sections(data: dict, known: set[str], where: str, ignored: list[Ignored] | None = None) -> None:
@@ -128,22 +135,11 @@ def sections(data: dict, known: set[str], where: str, ignored: list[Ignored] | N
     unknown = [key for key in data if key not in known]
     if not unknown:
         return
-    redactor = logs.active if logs.active is not None else Redactor()
     if strict:
+        redactor = logs.active if logs.active is not None else Redactor()
         names = ", ".join(redactor.text(f"{where}.{key}", limit=200) + suggest(key, known) for key in unknown)
         raise CpiError(f"invalid config: {names}: unknown property (cloud.properties.validation.strict is on)")
-    import logging
-
-    log = logging.getLogger("cpi.validation")
-    for number, key in enumerate(unknown):
-        left_out = Ignored(redactor.text(f"{where}.{key}", limit=200), suggest(key, known))
-        if ignored is not None:
-            ignored.append(left_out)
-        if number < MAX_ERRORS:
-            log.warning("%s: unknown property ignored%s (`cpi validate` reports it; "
-                        "cloud.properties.validation.strict: true refuses it)", left_out.path, left_out.hint)
-    if len(unknown) > MAX_ERRORS:
-        log.warning("%s: %d more unknown properties ignored", where, len(unknown) - MAX_ERRORS)
+    _leave_out([(f"{where}.{key}", suggest(key, known)) for key in unknown], where, ignored)
 
 
 def _plain(loc: tuple) -> tuple:
