@@ -120,13 +120,16 @@ def _overrides(plugin: str, cloud_class: type[Cloud], context: dict, section: di
     return overrides
 
 
-#: The sections of cloud.properties this CPI reads besides the plugin's own.
-SECTIONS = ("agent", "debug", "throttle", "audit", "validation")
+#: The sections of cloud.properties this CPI reads besides the plugin's own and
+#: `validation` (read first: it decides how these are read), with their models.
+SECTIONS: dict[str, type[BaseModel]] = {"agent": AgentConfig, "debug": DebugConfig, "throttle": ThrottleConfig,
+                                        "audit": AuditConfig}
 #: Sections an official job renders that no CPI acts on, so its cpi.json verbatim warns of
 #: nothing: `registry` (the BOSH registry, gone since agents read their settings from the
 #: IaaS) and aws_cpi's `stemcell`, which its template writes beside `aws` while its CPI
 #: reads `aws.stemcell` only (bosh-aws-cpi-release's config.rb).
 OFFICIAL_ONLY = ("registry", "stemcell")
+
 
 def _plugin_section(cloud_class: type[Cloud], sections: dict, plugin: str) -> tuple[Any, str]:
     """The plugin's section and its name in messages. An official CPI's job may render it
@@ -236,11 +239,8 @@ def build(raw: dict, context: dict | None = None) -> Config:
     ignored: list[validation.Ignored] = []
     properties = _section(cloud_class.Properties, {**section, **overrides}, where, ignored)
     sections = file.cloud.properties
-    agent = _section(AgentConfig, sections.get("agent") or {}, "agent", ignored)
-    debug = _section(DebugConfig, sections.get("debug") or {}, "debug", ignored)
-    throttle = _section(ThrottleConfig, sections.get("throttle") or {}, "throttle", ignored)
-    audit = _section(AuditConfig, sections.get("audit") or {}, "audit", ignored)
+    read = {name: _section(model, sections.get(name) or {}, name, ignored) for name, model in SECTIONS.items()}
     official_keys = getattr(cloud_class.Properties, "official_keys", ())
-    validation.sections(sections, {plugin, *official_keys, *SECTIONS, *OFFICIAL_ONLY}, "cloud.properties", ignored)
-    return Config(plugin=plugin, cloud_class=cloud_class, properties=properties, agent=agent, debug=debug,
-                  throttle=throttle, raw=raw, audit=audit, ignored=ignored)
+    validation.sections(sections, {plugin, *official_keys, *SECTIONS, "validation", *OFFICIAL_ONLY},
+                        "cloud.properties", ignored)
+    return Config(plugin=plugin, cloud_class=cloud_class, properties=properties, raw=raw, ignored=ignored, **read)
