@@ -74,12 +74,6 @@ class Known:
         return found
 
 
-def parse(text: str) -> set[str]:
-    """Every cid in `text`; KnownError when it is not one of the accepted shapes or names
-    no cid."""
-    return read(text).cids
-
-
 def read(text: str) -> Known:
     """The cids of `text` and the tables they came from; KnownError when it is not one of
     the accepted shapes or names no cid."""

@@ -103,7 +103,10 @@ def test_context_overrides_credentials_and_region_but_never_paths():
 
 
 def test_known_cids_from_every_shape_bosh_cli_prints():
-    from cpi.operator.known import parse
+    from cpi.operator.known import read
+
+    def parse(text: str) -> set[str]:
+        return read(text).cids
 
     vms = ('{"Tables": [{"Content": "vms", "Rows": [{"instance": "web/0", "vm_cid": "i-1", '
            '"disk_cids": "vol-1, vol-2"}, {"instance": "web/1", "vm_cid": "-"}], "Notes": ["i-9"]}], '
