@@ -222,7 +222,7 @@ class Disks:
         cid = DiskCid.parse(raw)
         with self.vms.lock(vm_cid):
             present = list(vm.config.hardware.device)
-            attached = devices.persistent(present, self.disk_path, records.labels(records.of(vm))).get(cid.value)
+            attached = self.vms.persistent(vm)[0].get(cid.value)
             if attached is None:
                 found = self._reachable(vm, vm_cid, found, cid)
                 controller = devices.scsi_controller(present)
@@ -310,9 +310,8 @@ class Disks:
         vm = self.vms.require(vm_cid)
         cid = DiskCid.parse(raw)
         with self.vms.lock(vm_cid):
-            recorded = records.of(vm)
-            attached = devices.persistent(list(vm.config.hardware.device), self.disk_path,
-                                          records.labels(recorded)).get(cid.value)
+            persistent, recorded = self.vms.persistent(vm)
+            attached = persistent.get(cid.value)
             if attached is None:
                 if self.find(raw) is None:
                     log.info("detach_disk: %s is not there (deleted before?)", raw)

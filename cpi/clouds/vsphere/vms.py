@@ -454,8 +454,7 @@ class Vms:
                 except vim.fault.InvalidPowerState:
                     pass  # powered off meanwhile: what was wanted
             present = list(vm.config.hardware.device)
-            recorded = records.of(vm)
-            keep = devices.persistent(present, self.place.config.disk_path, records.labels(recorded))
+            keep, recorded = self.persistent(vm)
             directory = _directory(present)
             if keep:
                 log.info("delete_vm: detaching %s from %s first, so that they outlive it", ", ".join(sorted(keep)),
@@ -487,9 +486,15 @@ class Vms:
             manager.tag(vm, vm_cid, values)
 
     def disks(self, vm_cid: str) -> list[str]:
-        vm = self.require(vm_cid)
-        present = list(vm.config.hardware.device)
-        return sorted(devices.persistent(present, self.place.config.disk_path, records.labels(records.of(vm))))
+        return sorted(self.persistent(self.require(vm_cid))[0])
+
+    def persistent(self, vm: Any) -> tuple[dict[str, Any], dict[int, Any]]:
+        """The VM's persistent disks by cid, as the official CPI tells them (in disk_path, or
+        named by the VM's records: devices.persistent), and those records (records.of)."""
+        recorded = records.of(vm)
+        found = devices.persistent(list(vm.config.hardware.device), self.place.config.disk_path,
+                                   records.labels(recorded))
+        return found, recorded
 
     def detach(self, vm: Any, vm_cid: str, disks: dict[str, Any], recorded: dict[int, Any]) -> None:
         """Detach `disks` (cid → device) in one reconfiguration that also removes their
