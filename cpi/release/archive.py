@@ -21,8 +21,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from cpi.release.checksums import CHUNK, sha256_file
 from cpi.release.errors import ReleaseError
-from cpi.release.fingerprint import CHUNK, sha256_file
 
 # 1980-01-01: after the epoch (some tools read 0 as "unset") and valid for zip too.
 DEFAULT_MTIME = 315532800

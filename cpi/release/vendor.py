@@ -17,6 +17,8 @@ exist once per platform. The layout under the blobs root:
     wheels/any/*.whl             pure-Python wheels, and pip's own: package cpi runs pip from
                                  its wheel, so neither package has to install pip
     wheels/<platform>/*.whl      compiled wheels, one directory per platform in release.yml
+    wheels/SHA256SUMS            the sha256 of every file above (cpi/release/checksums.py),
+                                 which package cpi checks before it runs anything from a wheel
     python3/Python-3.X.Y.tgz     the CPython source (operator-supplied: python.org's
                                  tarball, or Debian's identical python3.X_3.X.Y.orig.tar.gz)
 
@@ -38,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cpi.release import lock, lockfiles
+from cpi.release import checksums, lock, lockfiles
 from cpi.release.definition import ReleaseDefinition, VendorSettings
 from cpi.release.errors import ReleaseError
 from cpi.release.lock import project_requirements
@@ -239,6 +241,7 @@ def arrange_wheels(
                 shutil.copyfile(wheel, staging / name / wheel.name)
                 counts[name] += 1
     (staging / REQUIREMENTS).write_text(requirements_text(requirements, python, list(downloaded), lock_digest, pinned))
+    checksums.write(staging)
     shutil.rmtree(wheels_dir, ignore_errors=True)
     staging.rename(wheels_dir)
     return counts
@@ -276,6 +279,11 @@ def vendor_wheels(
             constraints,
         )
         pinned = locked_lines(downloaded, pins)
+        accepted = locked_files(release_dir)
+        for wheel in sorted({w for wheels in downloaded.values() for w in wheels}):
+            problem = unlocked(wheel, checksums.sha256_file(wheel), accepted)
+            if problem:
+                raise ReleaseError(f"pip downloaded {problem}: nothing was vendored")
         return arrange_wheels(
             downloaded, wheels_dir(release_dir, vendor), requirements, python, lock.digest(release_dir), pinned
         )
@@ -385,6 +393,7 @@ def check_vendored(release_dir: Path, definition: ReleaseDefinition) -> list[str
             f"{pure}/ holds {len(installers)} {INSTALLER} wheels, not one: package cpi installs the "
             f"others with it. Run `cpi release vendor` again"
         )
+    check_files(release_dir, wheels_dir(release_dir, vendor), state)
     missing = [name for name in vendor.platforms if name not in state.platforms]
     if missing:
         warnings.append(
@@ -409,6 +418,61 @@ def check_vendored(release_dir: Path, definition: ReleaseDefinition) -> list[str
             f"(or .tar.xz): add it with `cpi release vendor --python-source PATH`"
         )
     return warnings
+
+
+def locked_files(release_dir: Path) -> dict[str, frozenset[str]]:
+    """File name -> the sha256 the lock accepts for it: requirements.files names each hash
+    of requirements.lock, and only hashes the lock itself holds count."""
+    hashes = {sha256 for pin in lock.read(release_dir) for sha256 in pin.hashes}
+    accepted: dict[str, set[str]] = {}
+    for sha256, name in lockfiles.read(release_dir).items():
+        if sha256 in hashes:
+            accepted.setdefault(name, set()).add(sha256)
+    return {name: frozenset(found) for name, found in accepted.items()}
+
+
+def unlocked(path: Path, sha256: str, accepted: dict[str, frozenset[str]]) -> str | None:
+    """Why the file at `path` with `sha256` is not one the lock accepts (None: it is)."""
+    if path.name not in accepted:
+        return f"{path} (sha256 {sha256}), a file requirements.lock does not accept"
+    if sha256 not in accepted[path.name]:
+        return (
+            f"{path} with sha256 {sha256}, but requirements.lock accepts only "
+            f"{', '.join(sorted(accepted[path.name]))} for it"
+        )
+    return None
+
+
+def check_files(release_dir: Path, directory: Path, state: VendoredState) -> None:
+    """Re-hash every vendored file before it is packed: each wheel (pip's included) must be
+    a file the lock accepts, byte for byte, requirements.txt may accept only locked hashes,
+    and SHA256SUMS, which package cpi checks before it runs anything, must list exactly
+    these files. A file changed, added or left behind after vendoring fails the build, named."""
+    accepted = locked_files(release_dir)
+    found = []
+    for name in checksums.files(directory):
+        path = directory / name
+        if name == REQUIREMENTS:
+            continue
+        if path.is_symlink() or not path.is_file() or not name.endswith(".whl"):
+            found.append(f"{path} is not a wheel `cpi release vendor` writes")
+            continue
+        problem = unlocked(path, checksums.sha256_file(path), accepted)
+        if problem:
+            found.append(problem)
+    locked = {(pin.key, pin.version): pin.hashes for pin in lock.read(release_dir)}
+    for pin in lock.parse("\n".join(state.pinned), str(directory / REQUIREMENTS)) if state.pinned else []:
+        stray = pin.hashes - locked.get((pin.key, pin.version), frozenset())
+        if stray:
+            found.append(f"{directory / REQUIREMENTS} accepts {pin.name}=={pin.version} with sha256 "
+                         f"{', '.join(sorted(stray))}, which requirements.lock does not")
+    if not found:
+        found = checksums.problems(directory)
+    if found:
+        raise ReleaseError(
+            "the vendored files are not the locked ones:\n  " + "\n  ".join(found)
+            + "\nRun `cpi release vendor` again (it downloads and checks every file afresh), then build again"
+        )
 
 
 def _settings(definition: ReleaseDefinition) -> VendorSettings:

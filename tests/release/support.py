@@ -149,16 +149,27 @@ printf '#!/bin/sh\nexec %s "$@"\n' "PYTHON" > python3.wrapper
 
 
 def fake_wheels(wheels_dir: Path, requirements: list[str], python: str, platforms: list[str]) -> None:
-    """Stand-in wheel files (not installable) in the vendored layout, for build tests."""
-    write(wheels_dir / "any/pure_pkg-1.0-py3-none-any.whl", b"PK pure")
-    write(wheels_dir / "any/pip-99.0-py3-none-any.whl", b"PK pip")
-    for platform in platforms:
-        write(wheels_dir / platform / f"compiled_pkg-1.0-cp311-cp311-{platform}.whl", f"PK {platform}".encode())
+    """Stand-in wheel files (not installable) in the vendored layout, for build tests, added
+    to the release's copy of the lock (requirements.lock and requirements.files), as the
+    build accepts only locked files, and listed in SHA256SUMS as `cpi release vendor` does."""
+    from cpi.release import checksums
     from cpi.release.lock import digest
     from cpi.release.vendor import requirements_text
 
-    text = requirements_text(requirements, python, platforms, digest(wheels_dir.parent.parent))
+    release_dir = wheels_dir.parent.parent
+    stand_ins = {"any/pure_pkg-1.0-py3-none-any.whl": b"PK pure", "any/pip-99.0-py3-none-any.whl": b"PK pip"}
+    for platform in platforms:
+        stand_ins[f"{platform}/compiled_pkg-1.0-cp311-cp311-{platform}.whl"] = f"PK {platform}".encode()
+    for name, data in stand_ins.items():
+        sha256 = checksums.sha256_file(write(wheels_dir / name, data))
+        project, version = name.split("/")[1].split("-")[:2]
+        with open(release_dir / "requirements.lock", "a") as lock:
+            lock.write(f"{project}=={version} --hash=sha256:{sha256}\n")
+        with open(release_dir / "requirements.files", "a") as files:
+            files.write(f"{sha256}  {name.split('/')[1]}\n")
+    text = requirements_text(requirements, python, platforms, digest(release_dir))
     write(wheels_dir / "requirements.txt", text)
+    checksums.write(wheels_dir)
 
 
 def copy_project_release(destination: Path, *, python: str = HOST_PYTHON, source: Path = REPO) -> Path:

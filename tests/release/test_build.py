@@ -5,8 +5,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -17,9 +19,11 @@ from cpi.release.errors import ReleaseError
 from cpi.release.manifest import ReleaseManifest
 from cpi.release.reader import read_release
 from tests.release.support import (
+    HOST_PYTHON,
     REPO,
     add_fake_blobs,
     copy_project_release,
+    fake_python_source,
     members,
     minimal_release,
     read_member,
@@ -353,3 +357,64 @@ def test_cli_build_and_error_exit_status(project_release, tmp_path):
     assert bad.returncode == 1
     assert bad.stderr.startswith("cpi release: error: job 'cpi':")
     assert "Traceback" not in bad.stderr
+
+
+# --- every vendored file re-hashed against the lock before it is packed (issue #33) ----------------
+
+
+def cli_build(release: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cpi.release", "build", "--release-dir", str(release), "--out", str(out)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120,
+    )
+
+
+def flip_last_byte(path: Path) -> tuple[str, str]:
+    """Change one byte of `path` in place; return its sha256 before and after."""
+    data = bytearray(path.read_bytes())
+    before = hashlib.sha256(data).hexdigest()
+    data[-1] ^= 0x01
+    path.write_bytes(data)
+    return before, hashlib.sha256(data).hexdigest()
+
+
+def test_build_refuses_a_tampered_real_pip_wheel(host_wheels, tmp_path):
+    """The real vendored pip wheel with one byte changed, same name: `cpi release build`
+    names it with both hashes and writes no tarball (its code would otherwise run on every
+    compile host, before pip checks anything)."""
+    release = copy_project_release(tmp_path / "release")
+    shutil.copytree(host_wheels / "wheels", release / "blobs/wheels")
+    fake_python_source(release / "blobs/python3" / f"Python-{HOST_PYTHON}.99.tgz", f"{HOST_PYTHON}.99")
+    (pip_wheel,) = (release / "blobs/wheels/any").glob("pip-*.whl")
+    locked, tampered = flip_last_byte(pip_wheel)
+    result = cli_build(release, tmp_path / "out")
+    assert result.returncode == 1, result.stdout
+    assert f"{pip_wheel} with sha256 {tampered}, but requirements.lock accepts only" in result.stderr
+    assert locked in result.stderr.split(str(pip_wheel), 1)[1].splitlines()[0]
+    assert "Traceback" not in result.stderr
+    assert not list((tmp_path / "out").glob("*")), "the failed build left something behind"
+
+
+@pytest.mark.parametrize("change", ["tampered pip", "stray wheel", "stray file", "SHA256SUMS edited"])
+def test_build_packs_only_the_locked_files(project_release, tmp_path, change):
+    """Each way the vendored directory can differ from what `cpi release vendor` wrote from
+    the lock fails the build, naming the file; nothing is produced."""
+    wheels = project_release / "blobs/wheels"
+    if change == "tampered pip":
+        path = wheels / "any/pip-99.0-py3-none-any.whl"
+        _, sha256 = flip_last_byte(path)
+        expected = f"{path} with sha256 {sha256}, but requirements.lock accepts only"
+    elif change == "stray wheel":
+        path = write(wheels / "linux-x86_64/evil-1.0-py3-none-any.whl", b"PK evil")
+        expected = f"{path} (sha256 {hashlib.sha256(b'PK evil').hexdigest()}), a file requirements.lock does not accept"
+    elif change == "stray file":
+        path = write(wheels / "any/sitecustomize.py", "import os\n")
+        expected = f"{path} is not a wheel `cpi release vendor` writes"
+    else:
+        sums = wheels / "SHA256SUMS"
+        sums.write_text("".join(line for line in sums.read_text().splitlines(True) if "pure_pkg" not in line))
+        expected = f"{wheels / 'any/pure_pkg-1.0-py3-none-any.whl'} is not listed in SHA256SUMS"
+    with pytest.raises(ReleaseError, match="the vendored files are not the locked ones") as raised:
+        build_release(project_release, tmp_path / "out")
+    assert expected in str(raised.value)
+    assert not (tmp_path / "out/bosh-python-cpi-0.1.0.tgz").exists()

@@ -115,15 +115,18 @@ def test_pip_evaluates_markers_for_the_compile_host_not_this_machine(tmp_path):
     assert vendor.marker_environment("linux-aarch64-musl", "3.11.0")["platform_machine"] == "aarch64"
 
 
-def test_arrange_puts_pure_wheels_once_in_any(tmp_path):
+def fake_downloads(tmp_path: Path, pure: list[str]) -> dict[str, list[Path]]:
+    """What pip downloads for two platforms: the `pure` wheels for each, and a compiled one."""
     downloaded = {}
     for platform in ("linux-x86_64", "macos-arm64"):
         directory = tmp_path / "dl" / platform
-        downloaded[platform] = [
-            write(directory / "boto3-1.0-py3-none-any.whl", "same"),
-            write(directory / "six-1.0-py2.py3-none-any.whl", "same"),
-            write(directory / f"pydantic_core-2.0-cp311-cp311-{platform}.whl", platform),
-        ]
+        downloaded[platform] = [write(directory / name, name.split("-")[0]) for name in pure]
+        downloaded[platform].append(write(directory / f"pydantic_core-2.0-cp311-cp311-{platform}.whl", platform))
+    return downloaded
+
+
+def test_arrange_puts_pure_wheels_once_in_any(tmp_path):
+    downloaded = fake_downloads(tmp_path, ["boto3-1.0-py3-none-any.whl", "six-1.0-py2.py3-none-any.whl"])
     wheels = tmp_path / "blobs/wheels"
     write(wheels / "stale-platform/old.whl", "old")  # replaced wholesale
     counts = vendor.arrange_wheels(downloaded, wheels, ["boto3"], "3.11")
@@ -465,6 +468,9 @@ def test_wheels_for_another_python(vendored):
 def test_missing_platform_is_a_warning(vendored):
     requirements = vendored / "blobs/wheels/requirements.txt"
     requirements.write_text(requirements.read_text().replace(" macos-arm64", ""))
+    from cpi.release import checksums
+
+    checksums.write(requirements.parent)  # as `cpi release vendor --platform` would
     (warning,) = check(vendored)
     assert "no wheels vendored for macos-arm64" in warning
 
@@ -502,3 +508,25 @@ def test_cli_vendor_adds_the_source_without_network(project, tmp_path, capsys):
         main(["vendor", "--release-dir", str(project), "--no-wheels", "--python-source", str(tmp_path / "x.tgz")]) == 1
     )
     assert "cpi release: error:" in capsys.readouterr().err
+
+
+def test_every_file_the_vendor_step_writes_is_checked_and_shipped(tmp_path):
+    """What `cpi release vendor` writes (pure wheels, pip's among them, in any/, compiled ones
+    per platform, requirements.txt, SHA256SUMS): SHA256SUMS lists every other file with its
+    sha256, so package cpi can check each before it runs pip, and package cpi's spec ships
+    every one of them, SHA256SUMS included."""
+    from cpi.release import checksums, globs
+    from cpi.release.specs import load_package_spec
+
+    downloaded = fake_downloads(tmp_path, ["pip-26.3-py3-none-any.whl", "setuptools-84.2.1-py3-none-any.whl"])
+    release = tmp_path / "release"
+    wheels = release / "blobs/wheels"
+    vendor.arrange_wheels(downloaded, wheels, ["boto3"], "3.11")
+    written = checksums.files(wheels)
+    sums = checksums.parse((wheels / checksums.SUMS).read_text())
+    assert sorted(sums) == written and "any/pip-26.3-py3-none-any.whl" in written
+    assert all(sums[name] == hashlib.sha256((wheels / name).read_bytes()).hexdigest() for name in written)
+    assert checksums.problems(wheels) == []
+    spec = load_package_spec(REPO / "packages/cpi/spec")
+    shipped = {path for pattern in spec.files for path in globs.match(release / "blobs", pattern)}
+    assert shipped == {f"wheels/{name}" for name in [*written, checksums.SUMS]}
