@@ -12,12 +12,15 @@ installed layout is create-env's: <root>/packages/<pkg>, <root>/jobs/cpi.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import re
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -192,13 +195,45 @@ def test_cpi_packaging_needs_package_python3(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def installation(host_wheels, tmp_path_factory):
-    """The release built with this machine's real wheels; package cpi compiled from its
-    archive into <root>/packages/cpi against a stand-in python3, as create-env would."""
+def real_release(host_wheels, tmp_path_factory):
+    """The release built with this machine's real wheels (and a stand-in CPython source)."""
     release = host_wheels.parent
     fake_python_source(release / "blobs/python3" / f"Python-{HOST_PYTHON}.99.tgz", f"{HOST_PYTHON}.99")
+    return release, build_release(release, tmp_path_factory.mktemp("built") / "out")
+
+
+def test_cpi_packaging_runs_nothing_from_a_tampered_pip_wheel(real_release, tmp_path):
+    """A pip wheel changed inside the package (same name, code that would write a marker as
+    soon as pip starts): the script checks every vendored file's sha256 with package
+    python3 first, names the file and stops before pip, or anything else, runs."""
+    _, built = real_release
+    compile_dir = unpack(read_member(built.tarball, "packages/cpi.tgz"), tmp_path / "compile/cpi")
+    (wheel,) = (compile_dir / "wheels/any").glob("pip-*.whl")
+    marker = tmp_path / "pip-ran"
+    original = wheel.read_bytes()
+    with zipfile.ZipFile(io.BytesIO(original)) as source, zipfile.ZipFile(wheel, "w") as tampered:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "pip/__main__.py":
+                data = f"open({str(marker)!r}, 'w').write('ran')\n".encode() + data
+            tampered.writestr(item, data)
+    packages = tmp_path / "installation/packages"
+    standin_python3(packages)
+    result = compile_package(compile_dir, packages, "cpi")
+    assert result.returncode != 0
+    assert f"package cpi: {Path('wheels/any') / wheel.name}: sha256 " in result.stderr, result.stderr[-3000:]
+    assert f"but SHA256SUMS has {hashlib.sha256(original).hexdigest()}" in result.stderr
+    assert "nothing of them ran" in result.stderr
+    assert not marker.exists(), "code of the tampered pip wheel ran"
+    assert not (packages / "cpi/venv").exists()
+
+
+@pytest.fixture(scope="module")
+def installation(real_release, tmp_path_factory):
+    """Package cpi of the real release compiled from its archive into <root>/packages/cpi
+    against a stand-in python3, as create-env would."""
+    release, built = real_release
     work = tmp_path_factory.mktemp("installation")
-    built = build_release(release, work / "out")
     root = work / "root"
     packages = root / "packages"
     standin_python3(packages)
