@@ -6,6 +6,7 @@ has a wheel of every compiled runtime package for every platform release.yml ven
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import subprocess
 import sys
 import tomllib
@@ -17,6 +18,8 @@ from packaging.utils import parse_sdist_filename, parse_wheel_filename
 from cpi.release import lockfiles
 from cpi.release.definition import load_definition
 from cpi.release.lock import Pin, canonical, project_requirements, read
+from cpi.release.lock import parse as parse_lock
+from cpi.release.targets import marker_environment
 from tests.support.runner import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -115,3 +118,41 @@ def test_requirements_files_names_the_files_of_the_lock():
     unnamed = [f"{pin.name}=={pin.version}" for pin in PINS if not pin.hashes & names.keys()]
     assert not unnamed, f"requirements.files names no file of {unnamed}: run bin/lock"
 
+
+
+def test_every_file_the_vendor_step_downloads_is_one_the_build_accepts():
+    """`cpi release vendor` downloads, for each compile host, a wheel of every pin of the
+    runtime closure, pip's (and setuptools', through pbr) included; the build accepts a
+    vendored file only by its name and a sha256 of the lock (vendor.locked_files): each
+    such pin has a wheel for that host that the build accepts."""
+    from cpi.release.targets import PATCH_RANGE, wheel_tags
+    from cpi.release.vendor import locked_files
+
+    vendor = load_definition(ROOT).vendor
+    assert vendor is not None
+    accepted = locked_files(ROOT)
+    for platform, tags in vendor.platforms.items():
+        fitting = {name for name in accepted if name.endswith(".whl")
+                   and set(parse_wheel_filename(name)[3]) & wheel_tags(vendor.python, tags)}
+        for patch in PATCH_RANGE:
+            closure = lockfiles.runtime_closure(PINS, project_requirements(ROOT),
+                                                marker_environment(platform, f"{vendor.python}.{patch}"))
+            assert {lockfiles.INSTALLER, "setuptools"} <= {pin.key for pin in closure}, platform
+            unaccepted = [f"{pin.name}=={pin.version}" for pin in closure
+                          if not any(accepted[name] & pin.hashes for name in fitting)]
+            assert unaccepted == [], f"{platform}: no wheel the build accepts for {unaccepted}"
+
+
+def test_bin_lock_installs_uv_only_with_the_hashes_it_pins():
+    """bin/lock resolves every hash of the lock with uv: uv itself is installed with
+    `pip --require-hashes` from bin/lock-requirements.txt, one exact version with the sha256
+    of each of its wheels, and from nothing else."""
+    script = (ROOT / "bin/lock").read_text()
+    (install,) = [line for line in script.replace("\\\n", " ").splitlines() if "pip install" in line]
+    assert "--require-hashes" in install and "--no-deps" in install
+    assert '--requirement "$root/bin/lock-requirements.txt"' in install
+    assert "uv==" not in install
+    text = (ROOT / "bin/lock-requirements.txt").read_text()
+    (pin,) = parse_lock(text, "bin/lock-requirements.txt")
+    assert pin.name == "uv" and re.fullmatch(r"\d+\.\d+\.\d+", pin.version)
+    assert len(pin.hashes) >= 4, "a wheel for Linux x86_64 and aarch64 and both macOS"
