@@ -244,6 +244,26 @@ def test_vendoring_downloads_the_locked_versions_only(project):
     assert [line.split(" ")[0] for line in state.pinned] == ["boto3==1.0", "pydantic-core==2.0"]
 
 
+
+def test_vendoring_writes_nothing_when_a_file_is_not_the_one_the_lock_names(project):
+    """The bytes of a locked file under another locked file's name (a Linux wheel named as
+    a Windows one: the pin's hashes alone accept it): vendoring checks each file by name
+    and sha256 against requirements.files, names it with both hashes and writes nothing."""
+    write(project / "requirements.lock", LOCK_TEXT)
+    write(project / "requirements.files", LOCK_FILES)
+
+    def pip(args, environment):
+        dest = Path(args[args.index("--dest") + 1])
+        write(dest / "boto3-1.0-py3-none-any.whl", "boto3 wheel")
+        write(dest / "pip-26.0-py3-none-any.whl", "pip wheel")
+        write(dest / "pydantic_core-2.0-cp311-cp311-win_amd64.whl", "linux-x86_64")
+
+    with pytest.raises(ReleaseError) as failure:
+        vendor.vendor_wheels(project, load_definition(project), ["linux-x86_64"], pip=pip)
+    assert "pydantic_core-2.0-cp311-cp311-win_amd64.whl with sha256 " + sha256("linux-x86_64") in str(failure.value)
+    assert f"accepts only {sha256('windows')} for it: nothing was vendored" in str(failure.value)
+    assert not (project / "blobs/wheels").exists()
+
 # A compiled runtime package (PyYAML is one of pyproject.toml's dependencies) with wheels for
 # some hosts only, and a compiled test tool the release never installs.
 YAML_LOCK = f"""pip==26.0 \\
@@ -530,3 +550,36 @@ def test_every_file_the_vendor_step_writes_is_checked_and_shipped(tmp_path):
     spec = load_package_spec(REPO / "packages/cpi/spec")
     shipped = {path for pattern in spec.files for path in globs.match(release / "blobs", pattern)}
     assert shipped == {f"wheels/{name}" for name in [*written, checksums.SUMS]}
+
+
+def test_the_compile_time_check_names_every_difference(tmp_path):
+    """What package cpi's script runs with package python3 before pip: each changed,
+    missing, unlisted or non-regular file is named, one line each, and exit status 1;
+    an unreadable SHA256SUMS is a failure, not a pass."""
+    from cpi.release import checksums
+
+    wheels = tmp_path / "wheels"
+    write(wheels / "any/pip-26.0-py3-none-any.whl", "pip wheel")
+    write(wheels / "any/gone-1.0-py3-none-any.whl", "gone")
+    write(wheels / "requirements.txt", "x==1\n")
+    checksums.write(wheels)
+    assert subprocess.run([sys.executable, "-I", str(REPO / "cpi/release/checksums.py"), str(wheels)],
+                          timeout=60).returncode == 0
+    write(wheels / "any/pip-26.0-py3-none-any.whl", "pip wheeL")
+    (wheels / "any/gone-1.0-py3-none-any.whl").unlink()
+    write(wheels / "linux-x86_64/extra-1.0-py3-none-any.whl", "extra")
+    (wheels / "any/link.whl").symlink_to(wheels / "requirements.txt")
+    result = subprocess.run([sys.executable, "-I", str(REPO / "cpi/release/checksums.py"), str(wheels)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"package cpi: {wheels}/any/link.whl is not listed in SHA256SUMS",
+        (f"package cpi: {wheels}/any/pip-26.0-py3-none-any.whl: sha256 {sha256('pip wheeL')}, but SHA256SUMS has "
+         f"{sha256('pip wheel')}"),
+        f"package cpi: {wheels}/linux-x86_64/extra-1.0-py3-none-any.whl is not listed in SHA256SUMS",
+        f"package cpi: {wheels}/any/gone-1.0-py3-none-any.whl is listed in SHA256SUMS but missing",
+    ]
+    write(wheels / "SHA256SUMS", "not a sum\n")
+    assert checksums.problems(wheels) == [f"{wheels}/SHA256SUMS: SHA256SUMS line 1 is not `sha256  path`: 'not a sum'"]
+    (wheels / "SHA256SUMS").unlink()
+    assert checksums.problems(wheels) == [f"{wheels}/SHA256SUMS is missing"]
