@@ -4,6 +4,7 @@ a manager's inventory sees them."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,3 +57,20 @@ def vms(si: Any) -> list[Any]:
         return list(view.view)
     finally:
         view.DestroyView()
+
+
+#: the system's CAs, none of which signed a stand-in's self-signed certificate
+SYSTEM_CAS = "/etc/ssl/certs/ca-certificates.crt"
+#: the CA settings the TLS tests of the managers try: none, the stand-in's own certificate
+#: (which verifies it), the system's CAs (which do not)
+TRUST_CASES = {"true-no-ca": (True, None, False), "true-own-ca": (True, "own", True),
+               "false-other-ca": (False, SYSTEM_CAS, True)}
+
+
+def trust(address: str, ca: str | None) -> dict[str, str]:
+    """A manager's `ca_cert`/`ca_cert_file` for the stand-in at `address`: nothing (None), its
+    own certificate ("own", fetched by a handshake, no request) or the file `ca`."""
+    if ca == "own":
+        host, port = address.split(":")
+        return {"ca_cert": ssl.get_server_certificate((host, int(port)))}
+    return {"ca_cert_file": ca} if ca is not None else {}

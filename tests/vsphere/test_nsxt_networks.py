@@ -13,6 +13,7 @@ import pytest
 from tests.operator.test_plan import plan
 from tests.support.runner import Cpi
 from tests.vsphere import target as vsphere_target
+from tests.vsphere.https_standin import TRUST_CASES, trust
 from tests.vsphere.nsxt_standin import NsxtStandin
 
 NOWHERE = types.SimpleNamespace(host="127.0.0.1", port=9, username="administrator@vsphere.local", password="vc-pw")
@@ -30,8 +31,11 @@ def nsx():
     standin.close()
 
 
-def cpi_for(tmp_path, standin, **nsxt) -> Cpi:
-    config = {"nsxt": {"host": standin.host, "username": standin.username, "password": standin.password, **nsxt}}
+def cpi_for(tmp_path, standin, ssl_verify: bool | None = None, **nsxt) -> Cpi:
+    config: dict = {"nsxt": {"host": standin.host, "username": standin.username, "password": standin.password,
+                             **nsxt}}
+    if ssl_verify is not None:
+        config["ssl_verify"] = ssl_verify
     return Cpi(vsphere_target.write_config(tmp_path / "cpi.json", NOWHERE, **config))
 
 
@@ -114,3 +118,23 @@ def test_what_cannot_be_made_fails_and_leaves_nothing(definition, nsxt, wire_typ
     assert response.error is not None and response.error["type"] == f"Bosh::Clouds::{wire_type}", response.error
     assert message in response.error["message"], response.error["message"]
     assert nsx.networking() == empty  # what a failed creation made is removed again
+
+
+@pytest.mark.parametrize("ssl_verify, ca, works", TRUST_CASES.values(), ids=TRUST_CASES.keys())
+def test_ssl_verify_decides_for_the_nsxt_manager_as_for_the_vcenter(ssl_verify, ca, works, nsx, tmp_path):
+    """The job's ssl_verify holds for NSX-T too, through bin/cpi: true verifies it (against
+    nsxt.ca_cert, else the system's CAs, which never signed the stand-in's self-signed
+    certificate), so the admin's password is never sent to it; false verifies nothing,
+    whatever CA is given. delete_network asks NSX-T only (cpi.json's vCenter is not there)."""
+    cpi = cpi_for(tmp_path, nsx, ssl_verify=ssl_verify, **trust(nsx.host, ca))
+    answer = cpi.call("delete_network", "switch-not-there")
+    if works:
+        assert answer.error is None, answer.error  # gone is deleted
+        assert nsx.seen
+        return
+    assert answer.error is not None
+    message = answer.error["message"]
+    assert f"TLS with the NSX-T manager at {nsx.host} failed" in message, message
+    assert "CERTIFICATE_VERIFY_FAILED" in message and "nsxt.ca_cert" in message and "ssl_verify" in message
+    assert nsx.password not in message and nsx.password not in answer.log
+    assert nsx.seen == []  # the handshake failed: no request, no Authorization header

@@ -20,6 +20,7 @@ from cpi.errors import CloudError
 from tests.operator.test_plan import plan
 from tests.support.runner import COLD_ENV, Cpi
 from tests.vsphere import target as vsphere_target
+from tests.vsphere.https_standin import TRUST_CASES, trust
 from tests.vsphere.nsxv_standin import NsxvStandin
 from tests.vsphere.test_not_yet import vm_names
 from tests.vsphere.test_vsphere_cloud import ENV, VM_TYPE, network, vm_of
@@ -142,7 +143,7 @@ def test_a_plan_lists_the_nsxv_writes_and_sends_none():
     made = make_standin()
     properties = types.SimpleNamespace(
         nsx=Nsx.model_validate({"address": made.address, "user": made.user, "password": made.password}),
-        retry_budget_seconds=10.0, connect_timeout=5.0, read_timeout=10.0)
+        ssl_verify=None, retry_budget_seconds=10.0, connect_timeout=5.0, read_timeout=10.0)
     the_plan = plan_mode.begin()
     try:
         joining = nsxv.prepare(properties, NsxVmProperties.model_validate(NSX), {"bosh": {"groups": ["web"]}})
@@ -168,3 +169,28 @@ def test_a_document_with_a_doctype_is_refused_unread():
     with pytest.raises(CloudError, match="DOCTYPE"):
         nsxv.parse(bomb, "GET /api/2.0/services/securitygroup/scope/globalroot-0")
     assert nsxv.parse(b"<list><securitygroup/></list>", "GET").tag == "list"
+
+
+@pytest.mark.parametrize("ssl_verify, ca, joins", TRUST_CASES.values(), ids=TRUST_CASES.keys())
+def test_ssl_verify_decides_for_the_nsxv_manager_as_for_the_vcenter(ssl_verify, ca, joins):
+    """The job's ssl_verify holds for NSX-V too: true verifies it (against nsx.ca_cert, else
+    the system's CAs, which never signed the stand-in's self-signed certificate), so the
+    admin's password is never sent to it; false verifies nothing, whatever CA is given."""
+    made = make_standin()
+    try:
+        properties = types.SimpleNamespace(nsx=Nsx.model_validate(nsx_config(made, **trust(made.address, ca))["nsx"]),
+                                           ssl_verify=ssl_verify, retry_budget_seconds=10.0, connect_timeout=5.0,
+                                           read_timeout=10.0)
+        if joins:
+            assert nsxv.prepare(properties, None, {"bosh": {"groups": ["web"]}}) is not None
+            assert made.seen and made.writes() == []  # asked, and (prepare only reads) nothing changed
+            return
+        with pytest.raises(CloudError) as refused:
+            nsxv.prepare(properties, None, {"bosh": {"groups": ["web"]}})
+        message = str(refused.value)
+        assert f"TLS with the NSX-V manager at {made.address} failed" in message, message
+        assert "CERTIFICATE_VERIFY_FAILED" in message and "nsx.ca_cert" in message and "ssl_verify" in message
+        assert made.password not in message
+        assert made.seen == []  # the handshake failed: no request, no Authorization header
+    finally:
+        made.close()

@@ -133,8 +133,9 @@ def to_cloud_error(exc: BaseException, *, what: str, endpoint: str, user: str, s
     if isinstance(exc, BoshError):
         return exc
     secrets = list(secrets)
-    tls_hint = f"set {ca_key} to the CA of its certificate" + (", or check ssl_verify" if peer == "the vCenter"
-                                                               else "")
+    # ssl_verify (the job's vcenter.ssl_verify) turns verification on for the vCenter and
+    # every NSX manager alike (session.verified): each failure of TLS points to it
+    tls_hint = f"set {ca_key} to the CA of its certificate, or check ssl_verify"
     untrusted_hint = f"set {ca_key}" if peer == "the vCenter" else tls_hint
     name = fault_name(exc)
     if isinstance(exc, ConnectFailed):

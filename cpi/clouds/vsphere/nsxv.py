@@ -40,7 +40,7 @@ from cpi import plan
 from cpi.errors import CloudError, VMCreationFailed
 
 from . import rest
-from .session import tls_context
+from .session import tls_context, verified
 
 if TYPE_CHECKING:
     from .props import Nsx as NsxConfig
@@ -133,11 +133,13 @@ class PoolMember:
 
 class Manager:
     """One NSX-V manager: Basic authentication with every request; its certificate verified
-    against `ca_cert` when one is given, not at all otherwise (the official CPI's rule)."""
+    as the job's `ssl_verify` says (session.verified: unset, against `ca_cert` when one is
+    given and not at all otherwise, the official CPI's rule)."""
 
-    def __init__(self, config: NsxConfig, *, budget: float, connect_timeout: float, read_timeout: float):
+    def __init__(self, config: NsxConfig, *, ssl_verify: bool | None, budget: float, connect_timeout: float,
+                 read_timeout: float):
         password = config.password.get_secret_value()
-        verify = bool(config.ca_cert or config.ca_cert_file)
+        verify = verified(ssl_verify, config.ca_cert, config.ca_cert_file)
         self.address = config.address
         self.client = rest.Client(
             config.address, peer="the NSX-V manager", ca_key="nsx.ca_cert",
@@ -326,7 +328,8 @@ def prepare(properties: Any, asked: NsxVmProperties | None, env: dict[str, Any] 
                                 *(lb.security_group for lb in lbs)]))
     if not names:
         return None
-    manager = Manager(config, budget=properties.retry_budget_seconds, connect_timeout=properties.connect_timeout,
+    manager = Manager(config, ssl_verify=properties.ssl_verify, budget=properties.retry_budget_seconds,
+                      connect_timeout=properties.connect_timeout,
                       read_timeout=properties.read_timeout)
     known = manager.security_groups()
     pools: list[tuple[str, str, str, list[Any]]] = []

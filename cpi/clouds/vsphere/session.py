@@ -105,11 +105,38 @@ def ssl_context(properties: VsphereProperties) -> ssl.SSLContext:
     """The TLS settings props.py documents: `ssl_verify` unset verifies against `ca_cert` (or
     `ca_cert_file`) when one is given and not at all otherwise, as the official CPI; true
     always verifies (the system's CAs without a ca_cert); false never does."""
+    ca_text, ca_file = _ca(properties)
+    return tls_context(ca_text, ca_file, verified(properties.ssl_verify, ca_text, ca_file), "connection_options")
+
+
+def _ca(properties: VsphereProperties) -> tuple[str | None, str | None]:
+    """The vCenter's CA: connection_options' (`ca_cert`, `ca_cert_file`), either unset."""
     options = properties.connection_options
-    ca_text = options.ca_cert if options else None
-    ca_file = options.ca_cert_file if options else None
-    verify = properties.ssl_verify if properties.ssl_verify is not None else bool(ca_text or ca_file)
-    return tls_context(ca_text, ca_file, verify, "connection_options")
+    return (options.ca_cert, options.ca_cert_file) if options else (None, None)
+
+
+def verified(ssl_verify: bool | None, ca_text: str | None, ca_file: str | None) -> bool:
+    """Whether a server with this CA (`ca_text`/`ca_file`, either may be unset) is verified
+    under the job's `ssl_verify`: the one rule for the vCenter and every NSX manager, so that
+    `ssl_verify: true` cannot be forgotten by one of them and send a password to a server
+    nothing trusts."""
+    return ssl_verify if ssl_verify is not None else bool(ca_text or ca_file)
+
+
+def warn_unverified(properties: VsphereProperties) -> None:
+    """Log, when the vCenter's certificate goes unchecked, that it does: by default (no CA,
+    `ssl_verify` unset: the official CPI's, kept so that its configs work as they are) and
+    with `ssl_verify: false`, as the OpenStack cloud says of its endpoints. Called once per
+    call (cloud.Cloud.session), warm or cold, so that every response's log says it, not
+    only the first call of a process."""
+    ca_text, ca_file = _ca(properties)
+    if verified(properties.ssl_verify, ca_text, ca_file):
+        return
+    if properties.ssl_verify is False:
+        log.warning("ssl_verify is false: the vCenter's TLS certificate is not checked")
+    else:
+        log.warning("the vCenter's TLS certificate is not checked: no connection_options.ca_cert (the job's "
+                    "vcenter.connection_options.ca_cert) is set; set it, or ssl_verify: true")
 
 
 def tls_context(ca_text: str | None, ca_file: str | None, verify: bool, where: str) -> ssl.SSLContext:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from cpi.errors import CloudError
 
 from .. import rest
-from ..session import tls_context
+from ..session import tls_context, verified
 
 if TYPE_CHECKING:
     from ..props import Nsxt as NsxtConfig
@@ -45,8 +45,9 @@ class Conflict(CloudError):
 class Client:
     """The NSX-T manager cpi.json's `nsxt` names."""
 
-    def __init__(self, config: NsxtConfig, *, budget: float, connect_timeout: float, read_timeout: float):
-        self.config = config
+    def __init__(self, config: NsxtConfig, *, ssl_verify: bool | None, budget: float, connect_timeout: float,
+                 read_timeout: float):
+        self.config, self.ssl_verify = config, ssl_verify
         secret = config.password.get_secret_value() if config.password else ""
         self.rest = rest.Client(config.host, peer="the NSX-T manager", ca_key="nsxt.ca_cert",
                                 address_key="nsxt.host (the job's vcenter.nsxt.host)", context=self._tls(),
@@ -56,10 +57,12 @@ class Client:
                                 budget=budget, connect_timeout=connect_timeout, read_timeout=read_timeout)
 
     def _tls(self) -> ssl.SSLContext:
-        """Verified against `ca_cert` when one is given, not at all otherwise (the official
-        CPI's rule); a client certificate, when given, authenticates."""
+        """Verified as the job's `ssl_verify` says (session.verified: unset, against `ca_cert`
+        when one is given and not at all otherwise, the official CPI's rule); a client
+        certificate, when given, authenticates."""
         config = self.config
-        context = tls_context(config.ca_cert, config.ca_cert_file, bool(config.ca_cert or config.ca_cert_file), "nsxt")
+        context = tls_context(config.ca_cert, config.ca_cert_file,
+                              verified(self.ssl_verify, config.ca_cert, config.ca_cert_file), "nsxt")
         if config.auth_certificate and config.auth_private_key:
             # ssl loads a key pair from files only: a private directory, gone once they are read
             with tempfile.TemporaryDirectory(prefix="cpi-nsxt-") as directory:
@@ -158,5 +161,6 @@ def client_for(properties: Any) -> Client | None:
     config = properties.nsxt
     if config is None:
         return None
-    return Client(config, budget=properties.retry_budget_seconds, connect_timeout=properties.connect_timeout,
+    return Client(config, ssl_verify=properties.ssl_verify, budget=properties.retry_budget_seconds,
+                  connect_timeout=properties.connect_timeout,
                   read_timeout=properties.read_timeout)
