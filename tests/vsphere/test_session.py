@@ -15,6 +15,8 @@ import pytest
 
 from cpi.clouds.vsphere import errors, lookups, session
 from cpi.errors import CloudError
+from tests.support.runner import Cpi
+from tests.vsphere import target as vsphere_target
 from tests.vsphere.conftest import vsphere_properties
 
 
@@ -246,3 +248,23 @@ def test_a_ca_that_is_not_a_certificate_is_named_as_the_setting_to_fix(vcsim, op
         session.get(vsphere_properties(vcsim, connection_options=options))
     key = next(iter(options))
     assert str(failed.value).startswith(f"connection_options.{key} holds no CA certificate"), failed.value
+
+
+UNCHECKED = "the vCenter's TLS certificate is not checked"
+
+
+@pytest.mark.parametrize("tls, warnings", [({}, 1), ({"ssl_verify": False}, 1), ({"ssl_verify": True}, 0),
+                                           ({"connection_options": {"ca_cert": "vcsim"}}, 0)],
+                         ids=["defaults", "false", "true", "ca_cert"])
+def test_an_unchecked_vcenter_certificate_is_said_once_in_each_call_s_log(vcsim, tmp_path, tls, warnings):
+    """With the official CPI's defaults (no CA, ssl_verify unset), or ssl_verify false, every
+    call's response says once that the vCenter's certificate is not checked: the second call,
+    the warm helper's with its session reused, as the first. Not when a CA or ssl_verify true
+    asks for the check (the simulator's weak key then fails the call: what matters is its log)."""
+    if "connection_options" in tls:
+        tls = {"connection_options": {"ca_cert": ssl.get_server_certificate((vcsim.host, vcsim.port))}}
+    cpi = Cpi(vsphere_target.write_config(tmp_path / "cpi.json", vcsim, **tls))
+    for _ in range(2):
+        answer = cpi.call("has_vm", "vm-00000000-0000-0000-0000-000000000000")
+        assert (answer.error is None) == (warnings == 1), answer.error
+        assert answer.log.count(UNCHECKED) == warnings, answer.log

@@ -102,6 +102,7 @@ class VsphereCloud(Cloud):
         if self._session is None:
             from . import session
 
+            session.warn_unverified(self.properties)
             self._session = session.get(self.properties)
         return self._session
 
