@@ -259,7 +259,8 @@ class Nsx(_Strict):
     password: SecretStr = Field(..., description="That user's password. Never logged.")
     ca_cert: str | None = Field(
         None, description="PEM text of the CA certificate(s) of the NSX manager's TLS certificate, which is then "
-        "verified. Unset: not verified, as in the official CPI.")
+        "verified (unless `ssl_verify` is false). Unset: not verified, as in the official CPI, unless `ssl_verify` "
+        "is true (then against the system's CAs).")
     ca_cert_file: str | None = Field(None, description="Path of a PEM file of those CA certificates: the same as "
                                      "`ca_cert`.")
 
@@ -284,7 +285,8 @@ class Nsxt(_Strict):
                                                "logged.")
     ca_cert: str | None = Field(
         None, description="PEM text of the CA certificate(s) of the NSX-T manager's TLS certificate, which is then "
-        "verified. Unset: not verified, as in the official CPI.")
+        "verified (unless `ssl_verify` is false). Unset: not verified, as in the official CPI, unless `ssl_verify` "
+        "is true (then against the system's CAs).")
     ca_cert_file: str | None = Field(None, description="Path of a PEM file of those CA certificates: the same as "
                                      "`ca_cert`.")
     default_vif_type: Literal["PARENT", "CHILD"] | None = Field(
@@ -344,9 +346,10 @@ class VsphereProperties(_Strict):
         None, description="The vCenter's TLS: `ca_cert` (PEM text) or `ca_cert_file`. Not a context (cpi-config) "
         "key.")
     ssl_verify: StrictBool | None = Field(
-        None, description="Unset: as the official CPI, verify the vCenter's (and NSX's) certificate against its "
-        "`ca_cert` when one is given, and not at all otherwise. true: always verify (against the system's CAs when "
-        "no `ca_cert` is given). false: never verify (test vCenters only).")
+        None, description="For the vCenter and every NSX manager alike. Unset: as the official CPI, verify each "
+        "one's certificate against its `ca_cert` when one is given, and not at all otherwise (each call then logs a "
+        "warning that the vCenter's is not checked). true: always verify, each against its own `ca_cert`, or the "
+        "system's CAs when it has none. false: never verify (test vCenters only; also warned of).")
     datacenters: list[Datacenter] = Field(
         ..., min_length=1, max_length=1, description="The one datacenter to work in (a list of one, as the official "
         "CPI takes it): its folders, datastore patterns and clusters.")
