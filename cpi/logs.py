@@ -257,7 +257,7 @@ class Redactor:
                     if item_secret:
                         self.add(item, key)
                     if "://" in item:
-                        self.learn_text(item)
+                        self.learn_text(item, key)
                 elif type(item) is dict or type(item) is list or type(item) is tuple:
                     push((item, item_secret))
                 elif item_secret:
@@ -277,14 +277,15 @@ class Redactor:
         if type(value) is str and "://" in value:
             self.learn_text(value)
 
-    def learn_text(self, text: str) -> None:
-        """Learn the passwords of the URLs in `text`: in the config and the request, and in
-        text the CPI quotes without having seen it before (an agent's log)."""
+    def learn_text(self, text: str, key: Any = None) -> None:
+        """Learn the passwords of the URLs in `text`: in the config and the request (`key`
+        naming where, for `too_short`), and in text the CPI quotes without having seen it
+        before (an agent's log)."""
         start = text.find("://")
         while start != -1:
             found = url_credentials(text, start + 3)
             if found:
-                self.add(found[1])
+                self.add(found[1], key)
                 self.add_basic(*found)
                 if not maskable(found[1]):  # too short to mask alone: masked as the URL has it
                     self._add_forms([f"{found[0]}:{found[1]}@"])

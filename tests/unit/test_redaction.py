@@ -92,9 +92,9 @@ def test_only_a_secret_that_cannot_be_ordinary_text_is_masked_by_value():
     `vm-unused-1`: such a secret is noted by its key (`cpi validate` warns) and masked by
     field only; 4 characters that are not all letters, or 8 of any kind, are masked."""
     r = Redactor()
-    r.collect({"password": "unused", "api_key": "p", "token": "ab1!", "secret": "longword"})
+    r.collect({"password": "unused", "api_key": "p", "token": "ab1!", "secret": "longword", "mbus": "nats://n:x@h"})
     assert r.text("cpi.rpc vm-unused-1 ab1! longword") == f"cpi.rpc vm-unused-1 {MASK} {MASK}"
-    assert r.too_short == ["password", "api_key"]
+    assert r.too_short == ["password", "api_key", "mbus"]
     assert r.masked({"password": "unused", "name": "unused"}) == {"password": MASK, "name": "unused"}
 
 
