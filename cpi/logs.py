@@ -53,8 +53,29 @@ RECORD_LIMIT = 8192
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
 LEVEL_NAMES = {DEBUG: "DEBUG", INFO: "INFO", WARNING: "WARNING", ERROR: "ERROR", 50: "CRITICAL"}
 
-#: The Redactor of the call in progress (one call per process), so that code far from the
-#: wire (validation messages) can mask a value before it cuts it short.
+#: The keys whose value is a user name that goes with a secret of the same section (the
+#: vCenter's and NSX managers' `user`, OpenStack's `username`): its Basic-auth form,
+#: base64(user:secret), is masked like the secret itself.
+USER_KEYS = {"user", "username", "user_name", "login"}
+#: A secret is masked BY VALUE (wherever its text appears) only when it could not be a
+#: piece of ordinary text: at least this many characters, ...
+MASKED_LENGTH = 8
+#: ... or at least this many and not only letters (`abc1`, `s3cr`): a word such as `unused`
+#: or a single letter would mask `unused_ips` or every `p` of `cpi.rpc` and hide what is not
+#: secret. Such a secret is still masked BY FIELD (under its key, in every structure and
+#: every value a message echoes), and `cpi validate` warns of it, naming the key.
+MASKED_LENGTH_MIXED = 4
+
+
+def maskable(secret: str) -> bool:
+    """Whether `secret` is masked wherever its value appears in text (see MASKED_LENGTH)."""
+    size = len(secret)
+    return size >= MASKED_LENGTH or (size >= MASKED_LENGTH_MIXED and not secret.isalpha())
+
+
+#: The Redactor of the call in progress (one call per process), or of the operator
+#: command (`redactor_for`), so that code far from either (validation messages) masks a
+#: value before it cuts it short, with the same secrets.
 active: Redactor | None = None
 
 # Everything here is on the path of every call, `info` included, whose whole budget is a
@@ -108,9 +129,15 @@ def _has_space(text: str) -> bool:
 
 
 def url_password(text: str, start: int) -> str | None:
-    """The password of `user:PASSWORD@` right at `start` (just after a "://"), if there is
-    one: a user of up to 256 characters without "/", ":", "@" or whitespace, then a password
-    of 1 to 1024 without "/", "@" or whitespace. Neither may hold a "/", so one look never
+    """The password of `user:PASSWORD@` right at `start` (just after a "://"), if any."""
+    found = url_credentials(text, start)
+    return found[1] if found else None
+
+
+def url_credentials(text: str, start: int) -> tuple[str, str] | None:
+    """The user and password of `USER:PASSWORD@` right at `start` (just after a "://"), if
+    there is one: a user of up to 256 characters without "/", ":", "@" or whitespace, then
+    a password of 1 to 1024 without "/", "@" or whitespace. Neither may hold a "/", so one look never
     runs past the next "://": finding them all is linear."""
     colon = text.find(":", start, start + _URL_USER_LIMIT + 1)
     if colon == -1:
@@ -124,7 +151,18 @@ def url_password(text: str, start: int) -> str | None:
     password = text[colon + 1:at]
     if "/" in password or _has_space(password):
         return None
-    return password
+    return user, password
+
+
+def basic_forms(user: str, password: str) -> list[str]:
+    """The forms base64(user:password) takes in an `Authorization: Basic` header a server or
+    a proxy may echo in an error: standard and URL-safe, with and without padding (binascii:
+    a builtin module, nothing imported on the path of a call)."""
+    import binascii
+
+    token = binascii.b2a_base64(f"{user}:{password}".encode(), newline=False).decode("ascii")
+    urlsafe = token.replace("+", "-").replace("/", "_")
+    return list(dict.fromkeys((token, token.rstrip("="), urlsafe, urlsafe.rstrip("="))))
 
 
 def url_quoted(text: str) -> str:
@@ -142,8 +180,13 @@ class Redactor:
     def __init__(self) -> None:
         self._by_length: dict[int, set[str]] = {}
         self._longest = 0
+        #: the keys of secrets too short to mask by value (`cpi validate` warns of each)
+        self.too_short: list[str] = []
 
-    def add(self, secret: Any) -> None:
+    def add(self, secret: Any, key: Any = None) -> None:
+        """Mask `secret` by value from now on, in every form a message may show it, if it
+        could not be a piece of ordinary text (`maskable`); else `key` is noted in
+        `too_short`."""
         if isinstance(secret, bool) or secret is None:
             return
         if isinstance(secret, int):
@@ -153,14 +196,42 @@ class Redactor:
         group = self._by_length.get(len(secret))
         if group is not None and secret in group:
             return
+        if not maskable(secret):
+            if isinstance(key, str) and key not in self.too_short and len(self.too_short) < 100:
+                self.too_short.append(key)
+            return
         forms = [secret]
         if not is_plain(secret):
             # the forms a secret takes when a message shows it through repr(), JSON or a URL
             forms += [strict_json.quoted(secret)[1:-1], repr(secret)[1:-1], url_quoted(secret)]
+        self._add_forms(forms)
+
+    def add_basic(self, user: Any, password: Any) -> None:
+        """Mask the Basic-auth forms of `user` and `password` (base64 of `user:password`):
+        long and random-looking whatever the password, so masked however short it is."""
+        if type(user) is str and type(password) is str and password:
+            self._add_forms(basic_forms(user, password))
+
+    def _add_forms(self, forms: list[str]) -> None:
         for form in forms:
             if form:
                 self._by_length.setdefault(len(form), set()).add(form)
                 self._longest = max(self._longest, len(form))
+
+    def masked(self, value: Any, depth: int = 0) -> Any:
+        """`value` as the operator may see it: by field, each value under a secret-looking key
+        is MASK whatever it is; by value, every string masked of the known secrets (`text`).
+        For printing only (a result on the wire is never altered)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if depth > 100:
+            return MASK  # deeper than any JSON this process reads (64): shown as nothing
+        if isinstance(value, dict):
+            return {self.masked(k, depth + 1): MASK if isinstance(k, str) and looks_secret(k) and v is not None
+                    else self.masked(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.masked(v, depth + 1) for v in value]
+        return value
 
     def collect(self, data: Any, secret_parent: bool = False) -> None:
         """Learn the secrets inside a config or request structure: values under secret-looking
@@ -179,16 +250,26 @@ class Redactor:
             else:
                 self._learn_value(value, secret)
                 continue
-            for _, item, item_secret in pairs:
+            if kind is dict:
+                self._learn_basic(value)
+            for key, item, item_secret in pairs:
                 if type(item) is str:
                     if item_secret:
-                        self.add(item)
+                        self.add(item, key)
                     if "://" in item:
-                        self.learn_text(item)
+                        self.learn_text(item, key)
                 elif type(item) is dict or type(item) is list or type(item) is tuple:
                     push((item, item_secret))
                 elif item_secret:
-                    self.add(item)
+                    self.add(item, key)
+
+    def _learn_basic(self, section: dict) -> None:
+        """A section holding a user name and secrets (`user` and `password`): the Basic-auth
+        form of each secret with that user."""
+        for user_key in USER_KEYS.intersection(section):
+            for key, item in section.items():
+                if type(key) is str and looks_secret(key):
+                    self.add_basic(section[user_key], item)
 
     def _learn_value(self, value: Any, secret: bool) -> None:
         if secret:
@@ -196,14 +277,18 @@ class Redactor:
         if type(value) is str and "://" in value:
             self.learn_text(value)
 
-    def learn_text(self, text: str) -> None:
-        """Learn the passwords of the URLs in `text`: in the config and the request, and in
-        text the CPI quotes without having seen it before (an agent's log)."""
+    def learn_text(self, text: str, key: Any = None) -> None:
+        """Learn the passwords of the URLs in `text`: in the config and the request (`key`
+        naming where, for `too_short`), and in text the CPI quotes without having seen it
+        before (an agent's log)."""
         start = text.find("://")
         while start != -1:
-            password = url_password(text, start + 3)
-            if password:
-                self.add(password)
+            found = url_credentials(text, start + 3)
+            if found:
+                self.add(found[1], key)
+                self.add_basic(*found)
+                if not maskable(found[1]):  # too short to mask alone: masked as the URL has it
+                    self._add_forms([f"{found[0]}:{found[1]}@"])
             start = text.find("://", start + 3)
 
     def text(self, text: str, limit: int | None = None) -> str:
@@ -247,19 +332,31 @@ class Redactor:
         return found
 
 
+def redactor_for(config: Any) -> Redactor:
+    """The Redactor of an operator command (cpi/cli) that reads `config` (cpi.json) itself:
+    made the active one, as a call's is (CallLog), so that everything the command prints,
+    a validation error's echo included, is masked by the one path a call's log is."""
+    global active
+    redactor = Redactor()
+    redactor.collect(config)
+    active = redactor
+    return redactor
+
+
 def shown(value: Any, limit: int = 80) -> str:
     """How a message shows a value someone sent: strings as they are (not repr(), whose
     escaping would hide a secret from the mask), other values as JSON-ish repr, masked first
     and then cut to `limit` characters."""
+    redactor = active if active is not None else Redactor()
     if isinstance(value, str):
         # control characters escaped: a cid with a newline must not forge a log line
         text = value if value.isprintable() else strict_json.dumps_text(value)[1:-1]
     else:
+        value = redactor.masked(value)  # by field: a section's secrets, known or not
         try:
             text = strict_json.dumps(value)
         except (TypeError, ValueError, RecursionError):
             text = repr(value)
-    redactor = active if active is not None else Redactor()
     text = redactor.text(text, limit=limit)
     return f"'{text}'" if isinstance(value, str) else text
 

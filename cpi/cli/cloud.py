@@ -10,7 +10,7 @@ from typing import Any
 
 from cpi import opening
 from cpi.errors import CpiError
-from cpi.logs import Redactor
+from cpi.logs import redactor_for
 from cpi.operator.masking import masked
 from cpi.raw_config import read_file
 
@@ -41,8 +41,7 @@ class Opened:
         from .timeout import overrides
 
         raw = read_config(config_path)
-        self.redactor = Redactor()
-        self.redactor.collect(raw)
+        self.redactor = redactor_for(raw)  # before anything reads it: its errors are masked
         self.timeout = timeout
         #: the context keys --timeout set, for the bin/cpi calls of the same command
         self.overrides = overrides(raw, timeout)

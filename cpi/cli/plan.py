@@ -76,16 +76,14 @@ def plan_command(args: argparse.Namespace) -> int:
 def _masker(config: Any) -> Any:
     """What masks the config's secrets in the spinner's lines (a retry's error text)."""
     from cpi.errors import BoshError
-    from cpi.logs import Redactor
+    from cpi.logs import redactor_for
 
     from .cloud import read_config
 
-    redactor = Redactor()
     try:
-        redactor.collect(read_config(str(config) if config else None))
+        return redactor_for(read_config(str(config) if config else None)).text
     except BoshError:  # the plan itself says what is wrong with the config
         return None
-    return redactor.text
 
 
 def show(document: dict[str, Any]) -> None:

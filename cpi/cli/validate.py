@@ -45,7 +45,6 @@ def _fail(message: str) -> int:
 
 
 def validate(args: argparse.Namespace) -> int:
-    from cpi.logs import Redactor
     from cpi.operator import cloud_config
 
     seconds = timeout.seconds(args)
@@ -57,8 +56,7 @@ def validate(args: argparse.Namespace) -> int:
             return _fail(f"cannot read {args.cloud_config}: {exc.strerror}")
         except cloud_config.YamlError as exc:
             return _fail(f"not valid YAML: {exc}")
-    redactor = Redactor()  # cpi.json's secrets: masked in whatever is printed
-    ready, findings = _open(args, seconds, redactor)
+    ready, findings, redactor = _open(args, seconds)
     if ready is not None and (doc is not None or args.online):
         try:
             findings += _cloud_config_findings(args, ready, doc, seconds, redactor)
@@ -78,17 +76,21 @@ def validate(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def _open(args: argparse.Namespace, seconds, redactor) -> tuple[Any, list]:
-    """cpi.json opened as a call opens it, and its findings: each key the call ignores, or
-    (None and) the error every call would fail with, cpi.json being what is wrong."""
+def _open(args: argparse.Namespace, seconds) -> tuple[Any, list, Any]:
+    """cpi.json opened as a call opens it, its findings (each key the call ignores and each
+    secret too short to mask by value, or, with None, the error every call would fail with,
+    cpi.json being what is wrong) and the Redactor that masks its secrets in whatever is
+    printed."""
     from cpi import opening
     from cpi.clouds.findings import Finding
     from cpi.errors import BoshError
+    from cpi.logs import Redactor, redactor_for
     from cpi.operator import cloud_config
 
+    redactor = Redactor()
     try:
         raw = read_config(args.config)
-        redactor.collect(raw)
+        redactor = redactor_for(raw)
         limits = timeout.overrides(raw, seconds) if args.online else {}
         with _quiet_warnings():  # what the call would log is reported as findings
             ready = opening.open_cloud(raw, {"request_id": "cpi-validate", **limits})  # the cloud: only for --online
@@ -96,8 +98,19 @@ def _open(args: argparse.Namespace, seconds, redactor) -> tuple[Any, list]:
         findings = [Finding("cpi.json", f"{exc.message} (the calls fail with this error)")]
         if args.cloud_config is not None:
             findings.append(Finding("(cloud-config)", "not checked: cpi.json names no cloud it can open", "info"))
-        return None, findings
-    return ready, cloud_config.config_findings(ready.config.ignored)
+        return None, findings + _too_short(redactor), redactor
+    return ready, cloud_config.config_findings(ready.config.ignored) + _too_short(redactor), redactor
+
+
+def _too_short(redactor: Any) -> list:
+    """A warning for each secret too short to be masked by value (cpi.logs.maskable), by its
+    key and never its value: it stays masked under its key, but a message that quotes it
+    in running text (an IaaS's error) would show it."""
+    from cpi.clouds.findings import Finding
+    from cpi.logs import MASKED_LENGTH
+
+    return [Finding("cpi.json", f"{key}: secret too short to mask in running text (use {MASKED_LENGTH} or more "
+                    "characters, not only letters)", "warning") for key in redactor.too_short]
 
 
 def _cloud_config_findings(args: argparse.Namespace, ready, doc, seconds, redactor) -> list:

@@ -58,11 +58,10 @@ def trail(config_path: str | None) -> Trail:
     from cpi import audit, config, logs
 
     raw = config.read_file(str(Path(config_path).expanduser().resolve()) if config_path else None)
+    redactor = logs.redactor_for(raw)  # before building it: its errors are masked
     cfg = config.build(raw)
     account = audit.account_of(cfg)
     if account is not None:
-        redactor = logs.Redactor()
-        redactor.collect(raw)
         account = redactor.text(account)
     return Trail(audit.default_path(cfg), cfg.plugin, account)
 

@@ -14,12 +14,6 @@ if TYPE_CHECKING:
 
 
 def masked(value: Any, redactor: Redactor) -> Any:
-    """`value` with every known secret masked (for printing only; the IaaS is untouched and
-    the wire's results are never altered)."""
-    if isinstance(value, str):
-        return redactor.text(value)
-    if isinstance(value, dict):
-        return {masked(k, redactor): masked(v, redactor) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [masked(v, redactor) for v in value]
-    return value
+    """`value` with every secret masked, by field and by value (`Redactor.masked`: the path
+    a call's log and a validation error's echo take too)."""
+    return redactor.masked(value)

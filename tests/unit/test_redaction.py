@@ -80,9 +80,22 @@ def test_shown_masks_before_it_cuts():
 
 def test_short_secret_never_matches_inside_a_mask():
     r = Redactor()
-    r.add("a")
-    r.add("abc")
-    assert r.text("xabcx a") == f"x{MASK}x {MASK}"
+    r.add("re1")
+    r.add("re1-dacted")
+    assert r.text("xre1-dactedx re1") == f"x{MASK}x re1"  # re1: too short to mask by value
+    r.add("dac7")
+    assert r.text("xre1-dactedx dac7") == f"x{MASK}x {MASK}"
+
+
+def test_only_a_secret_that_cannot_be_ordinary_text_is_masked_by_value():
+    """A letter, or a word of letters under 8 characters (`unused`), would mask `cpi.rpc` or
+    `vm-unused-1`: such a secret is noted by its key (`cpi validate` warns) and masked by
+    field only; 4 characters that are not all letters, or 8 of any kind, are masked."""
+    r = Redactor()
+    r.collect({"password": "unused", "api_key": "p", "token": "ab1!", "secret": "longword", "mbus": "nats://n:x@h"})
+    assert r.text("cpi.rpc vm-unused-1 ab1! longword") == f"cpi.rpc vm-unused-1 {MASK} {MASK}"
+    assert r.too_short == ["password", "api_key", "mbus"]
+    assert r.masked({"password": "unused", "name": "unused"}) == {"password": MASK, "name": "unused"}
 
 
 def test_learning_is_linear_on_long_runs_of_letters():
