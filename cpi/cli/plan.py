@@ -61,11 +61,11 @@ def plan_command(args: argparse.Namespace) -> int:
                                  log_stream=sys.stderr if args.verbose else None,
                                  context=timeout.overrides_of_file(config, seconds))
     except plan.Refused as exc:
-        print(f"cpi plan: {exc.message}", file=sys.stderr)
+        print(escaped(f"cpi plan: {exc.message}"), file=sys.stderr)
         return 1
     if not args.verbose:  # -v printed them already, in the call's whole log
         for warning in document["warnings"]:
-            print(f"cpi plan: warning: {warning}", file=sys.stderr)
+            print(escaped(f"cpi plan: warning: {warning}"), file=sys.stderr)
     if wants_data(args):
         print_data(document, args)
     else:

@@ -122,3 +122,11 @@ def test_a_plan_shows_the_tags_it_would_set_escaped(tagged):
     assert "\\x1bc\\x07\\x00\\x7f\\x9b\\u202eevil\\n1. forged step" in piped.stdout
     seen = terminal.run([*CPI, *argv], columns=400, env=DIRECTOR_ENV, cwd=ROOT)
     assert seen.returncode == 0 and not hidden(STYLING.sub("", seen.screen), allowed="\n\r"), repr(seen.screen)
+
+
+def test_a_cloud_error_through_call_is_one_escaped_line(tagged):
+    """bin/cpi's own message names the cid (its ESC as \\u001b, its U+202E as it is)."""
+    failed = run("call", "reboot_vm", json.dumps("vm-\u202e\x1b[2J"), "--config", str(tagged["config"]))
+    assert failed.returncode == 1
+    [line] = [line for line in failed.stderr.splitlines() if line.startswith("cpi call: error:")]
+    assert "VMNotFound" in line and "\\u202e" in line and not hidden(failed.stderr), repr(failed.stderr)
