@@ -13,7 +13,7 @@ from cpi.clouds.inventory import OFFERS
 from . import timeout
 from .cloud import Opened, add_cloud_options
 from .output import fail, print_data, waiting, wants_data
-from .table import Table, cell, print_table
+from .table import Table, print_table, text
 
 
 def add_parser(sub, name: str, summary: str) -> None:
@@ -60,7 +60,7 @@ def avail_command(args: argparse.Namespace) -> int:
                   noun=args.offer.removesuffix("s"))
     for offer in offers:
         details = opened.clean(offer.details)
-        table.rows.append([offer.name, offer.id, " ".join(f"{k}={cell(v)}" for k, v in details.items())])
+        table.rows.append([offer.name, offer.id, " ".join(f"{k}={text(v)}" for k, v in details.items())])
     print_table(table, args)
     return 0
 

@@ -8,7 +8,7 @@ import sys
 
 from . import timeout
 from .client import Client
-from .output import print_data
+from .output import error_line, print_data
 from .request import add_call_arguments, config_file, json_arguments
 
 EXAMPLES = """\
@@ -56,5 +56,5 @@ def call(args: argparse.Namespace) -> int:
     assert client.status is not None  # set by every call
     sys.stdout.flush()  # the response first, then the line that sums it up
     message = f"{error['type']}: {error['message']}"
-    print(f"cpi call: error: {client.status.failed(message, seconds)}", file=sys.stderr)
+    print(error_line("call", client.status.failed(message, seconds)), file=sys.stderr)
     return 1

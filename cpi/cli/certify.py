@@ -20,7 +20,7 @@ from cpi.operator.orphans import find
 from . import options, timeout
 from .client import Client
 from .cloud import Opened
-from .output import CliError, fail, print_data, wants_data
+from .output import CliError, escaped, fail, print_data, wants_data
 from .table import Table, print_table
 from .usage import Formatter
 
@@ -142,11 +142,11 @@ def _clean_up_after_killed_runs(cloud: str, key: str | None, config: Path | None
         earlier.cid = dict(earlier.created)
         earlier.cleanup()
         for entry in earlier.report.cleanup:
-            print(f"cpi certify: cleaned up after the killed run {director}: {entry['kind']} {entry['cid']} "
-                  f"{entry['status']}" + (f" ({entry['error']})" if entry["error"] else ""), file=sys.stderr)
+            print(escaped(f"cpi certify: cleaned up after the killed run {director}: {entry['kind']} {entry['cid']} "
+                          f"{entry['status']}" + (f" ({entry['error']})" if entry["error"] else "")), file=sys.stderr)
         if not earlier.report.clean:
-            print(f"cpi certify: the killed run {director} still left: "
-                  + ", ".join(f"{r['kind']} {r['cid']}" for r in earlier.report.leftovers), file=sys.stderr)
+            print(escaped(f"cpi certify: the killed run {director} still left: "
+                          + ", ".join(f"{r['kind']} {r['cid']}" for r in earlier.report.leftovers)), file=sys.stderr)
 
 
 def _run_with_progress(run: Certify) -> Report:
@@ -193,4 +193,4 @@ def _print(opened: Opened, report: Report, args: argparse.Namespace) -> None:
         lines.append("left behind:")
         lines += [f"  {left['kind']} {left['cid']} ({left['state']})" for left in report.leftovers]
     lines.append("CERTIFIED" if report.ok else "NOT CERTIFIED")
-    print("\n".join(lines))
+    print("\n".join(escaped(line) for line in lines))  # the cloud's errors and cids, one line each

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .output import Status, spinner
+from .output import Status, escaped, spinner
 
 #: How bin/cpi's log lines (on its stderr, as they happen) name a retry of the cloud's.
 RETRY_MARK = b" cpi.retry: "
@@ -72,7 +72,8 @@ class Client:
             print(f"\n→ {method} {shown if len(shown) < 160 else shown[:157] + '...'}")
             if response["error"]:
                 err = response["error"]
-                print(f"← ERROR {err['type']}: {err['message']} (ok_to_retry={err['ok_to_retry']})  [{elapsed:.2f}s]")
+                print(escaped(f"← ERROR {err['type']}: {err['message']} (ok_to_retry={err['ok_to_retry']})")
+                      + f"  [{elapsed:.2f}s]")
             else:
                 print(f"← {json.dumps(response['result'])}  [{elapsed:.2f}s, exit {returncode}]")
         return response

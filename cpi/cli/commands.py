@@ -81,7 +81,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     import importlib
 
     from . import options, usage
-    from .output import CliError
+    from .output import CliError, error_line
 
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in argv if not a.startswith("-") and a in _names()), None)
@@ -100,7 +100,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
         return status
     except CliError as exc:
-        print(f"cpi {args.command}: error: {exc.message}", file=sys.stderr)
+        print(error_line(args.command, exc.message), file=sys.stderr)
         return exc.status
     except BrokenPipeError:
         _quiet_stdout()

@@ -16,7 +16,7 @@ from cpi.operator.orphans import DELETERS, survey
 from . import options, timeout
 from .client import Client
 from .cloud import Opened, add_cloud_options
-from .output import CliError, confirm, fail, print_data, reading, wants_data
+from .output import CliError, confirm, escaped, fail, print_data, reading, wants_data
 from .table import Table, plural, print_table
 
 
@@ -74,7 +74,7 @@ def orphans_command(args: argparse.Namespace) -> int:
     asks = sys.stdin.isatty() and not stdin_taken
     if not (args.delete and found) or getattr(args, "non_interactive", False) or asks:
         for line in notes:
-            print(line, file=sys.stderr)
+            print(escaped(line), file=sys.stderr)
     if not args.delete or not found:
         return 0
     confirm(args, f"delete {plural(len(found), 'resource')}", stdin_taken=stdin_taken)
@@ -85,10 +85,10 @@ def orphans_command(args: argparse.Namespace) -> int:
         response = client.raw(DELETERS[resource.kind + "s"], resource.cid)
         if response["error"]:
             failed += 1
-            print(f"{resource.kind} {resource.cid}: {response['error']['type']}: {response['error']['message']}",
-                  file=sys.stderr)
+            print(escaped(f"{resource.kind} {resource.cid}: {response['error']['type']}: "
+                          f"{response['error']['message']}"), file=sys.stderr)
         else:
-            print(f"deleted {resource.kind} {resource.cid}", file=sys.stderr)
+            print(escaped(f"deleted {resource.kind} {resource.cid}"), file=sys.stderr)
     return 1 if failed else 0
 
 

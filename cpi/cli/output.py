@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,8 +28,45 @@ class CliError(Exception):
         self.status = status
 
 
+#: The short escapes a reader knows; every other character `escaped` replaces is \xNN,
+#: \uNNNN or \UNNNNNNNN.
+_SHORT = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: Unicode's categories of what a terminal would act on or not show: controls (C0, DEL, C1),
+#: format characters (the bidi overrides and isolates, U+200E/U+200F, U+061C, zero widths,
+#: U+FEFF), lone surrogates, and the line and paragraph separators.
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def _escape(char: str) -> str:
+    if char in _SHORT:
+        return _SHORT[char]
+    point = ord(char)
+    if point < 0x100:
+        return f"\\x{point:02x}"
+    return f"\\u{point:04x}" if point < 0x10000 else f"\\U{point:08x}"
+
+
+def escaped(text: str) -> str:
+    """`text` safe to print on a terminal or down a pipe: every control, bidi or other
+    invisible character written as its escape (ESC as `\\x1b`, a newline as `\\n`, U+202E
+    as `\\u202e`), and a backslash as `\\\\`, so that what an escape shows was that
+    character and nothing can pass for one. Tag values, names and request_ids come from the
+    cloud and the director: raw, ESC drives the terminal, U+202E reorders what is read and
+    a newline in a tag forges a whole row of a table a script reads. --json and --yaml
+    have escapes of their own and never pass through here."""
+    if text.isprintable() and "\\" not in text:  # the common case, no copy
+        return text
+    return "".join(_escape(c) if c in _SHORT or unicodedata.category(c) in _HIDDEN else c for c in text)
+
+
+def error_line(command: str, message: str) -> str:
+    """The one line an error is on stderr; the message may echo a cloud's text (a cid, a
+    tag, a server's answer), so it is `escaped` as a cell is."""
+    return f"cpi {command}: error: {escaped(message)}"
+
+
 def fail(command: str, exc: errors.BoshError) -> int:
-    print(f"cpi {command}: error: {exc.message}", file=sys.stderr)
+    print(error_line(command, exc.message), file=sys.stderr)
     return 1
 
 
@@ -133,11 +171,12 @@ class Status:
 
         # the first line is cut, never folded (it is what moves); the retry folds, so that
         # "retrying in 1.5s" is still seen on an 80-column terminal
-        head = Text(self.line(), no_wrap=True, overflow="ellipsis")
+        # both `escaped`: a cid typed, a cloud's retry message
+        head = Text(escaped(self.line()), no_wrap=True, overflow="ellipsis")
         if not self.retry:
             return head
         retry = self.retry if len(self.retry) <= 300 else self.retry[:297] + "..."
-        return Group(head, Text(retry, style="dim"))
+        return Group(head, Text(escaped(retry), style="dim"))
 
     def failed(self, message: str, timeout: float | None) -> str:
         """The one error line's text: a failure that took a while says how long it waited

@@ -12,7 +12,7 @@ from typing import Any
 from cpi.operator.plan import make_plan
 
 from . import timeout
-from .output import Status, print_data, wants_data, watching
+from .output import Status, escaped, print_data, wants_data, watching
 from .request import add_call_arguments, config_file, json_arguments
 
 EXAMPLES = """\
@@ -61,11 +61,11 @@ def plan_command(args: argparse.Namespace) -> int:
                                  log_stream=sys.stderr if args.verbose else None,
                                  context=timeout.overrides_of_file(config, seconds))
     except plan.Refused as exc:
-        print(f"cpi plan: {exc.message}", file=sys.stderr)
+        print(escaped(f"cpi plan: {exc.message}"), file=sys.stderr)
         return 1
     if not args.verbose:  # -v printed them already, in the call's whole log
         for warning in document["warnings"]:
-            print(f"cpi plan: warning: {warning}", file=sys.stderr)
+            print(escaped(f"cpi plan: warning: {warning}"), file=sys.stderr)
     if wants_data(args):
         print_data(document, args)
     else:
@@ -92,34 +92,39 @@ def show(document: dict[str, Any]) -> None:
     from rich.text import Text
 
     console = Console(highlight=False)
+
+    def say(line: str, style: str = "") -> None:
+        """One line of the plan, the cloud's text in it `escaped` (a tag, a server's message)."""
+        console.print(Text(escaped(line), style=style))
+
     count = document["mutations"]
-    console.print(Text(f"plan of {document['method']}: {count} change{'' if count == 1 else 's'} "
-                       f"(nothing was changed)", style="bold"))
+    say(f"plan of {document['method']}: {count} change{'' if count == 1 else 's'} (nothing was changed)",
+        style="bold")
     for number, step in enumerate(document["steps"], 1):
         if step["step"] == "mutation":
             head = f"{number}. {step.get('action')} {step.get('resource_type')} {step.get('resource_id')}"
             if step.get("permission"):
                 head += f"  [{step['permission']}]"
             style = "red" if str(step.get("permission", "")).startswith("denied") else ""
-            console.print(Text(head, style=style))
+            say(head, style=style)
             for key, old, new in _changed(step.get("changes") or {}):
                 arrow = f"{_cell(old)} -> {_cell(new)}" if old is not None else _cell(new)
-                console.print(Text(f"     {key}: {arrow}"))
+                say(f"     {key}: {arrow}")
         elif step["step"] == "wait":
             limit = f" (at most {step['timeout']:.0f}s)" if step.get("timeout") else ""
-            console.print(Text(f"{number}. wait until {step['what']}{limit}"))
+            say(f"{number}. wait until {step['what']}{limit}")
         else:
-            console.print(Text(f"{number}. stop: {step['reason']}", style="yellow"))
+            say(f"{number}. stop: {step['reason']}", style="yellow")
     if document["would_fail"]:
         failure = document["would_fail"]
-        console.print(Text(f"would fail: {failure['type']}: {failure['message']}", style="red"))
+        say(f"would fail: {failure['type']}: {failure['message']}", style="red")
     elif not document["complete"]:
-        console.print(Text("planned up to the stop above; the rest depends on what the cloud answers", style="yellow"))
+        say("planned up to the stop above; the rest depends on what the cloud answers", style="yellow")
     else:
-        console.print(Text(f"would return: {json.dumps(document['would_return'])}"))
+        say(f"would return: {json.dumps(document['would_return'])}")
     if document["denied"]:
         refused = f"{document['denied']} change(s) would be refused: see the [denied: ...] above"
-        console.print(Text(refused, style="red"))
+        say(refused, style="red")
 
 
 def _cell(value: Any) -> str:

@@ -8,6 +8,8 @@ a pipe gets what `cut`, `awk` and `grep` expect).
   (cut's default delimiter), the first column filled on every row.
 - `--column NAME` (repeatable) keeps those columns, in that order; an unknown name is an
   error naming the columns there are.
+- Every cell is `escaped` (cpi.cli.output): a tag's newline, ESC or U+202E is shown as its
+  escape, never sent raw, so one resource stays one row.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from cpi.logs import plural
 
-from .output import CliError
+from .output import CliError, escaped
 
 
 class UnknownColumn(CliError):
@@ -30,8 +32,15 @@ class UnknownColumn(CliError):
 
 
 def cell(value: Any) -> str:
-    """A value as a person reads it in a cell: strings as they are, None as nothing, every
-    other value as JSON (never a Python repr)."""
+    """A value as a person reads it in a cell (`text`), a string `escaped`: the cloud's and
+    the director's text never reaches the terminal or the pipe raw, and one row stays one
+    line. Every other value is JSON, which is printable ASCII already (json.dumps escapes)."""
+    return escaped(value) if isinstance(value, str) else text(value)
+
+
+def text(value: Any) -> str:
+    """A value as text: strings as they are, None as nothing, every other value as JSON
+    (never a Python repr)."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -77,7 +86,7 @@ class Table:
             widths = [max(width, len(row[i])) for i, width in enumerate(widths)]
         gap = "  " if decorated else "\t"
         if decorated and self.title:
-            yield from (self.title, "")
+            yield from (escaped(self.title), "")  # it may name a cid or a path
         shown = _cells(rows(), decorated)
         for row in itertools.chain([list(self.headers)], shown) if decorated else shown:
             line = "".join(c.ljust(widths[i]) + gap for i, c in enumerate(row))

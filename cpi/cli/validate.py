@@ -12,7 +12,7 @@ from typing import Any
 
 from . import options, timeout
 from .cloud import missing_state, read_config
-from .output import CliError, print_data, waiting, wants_data
+from .output import CliError, error_line, print_data, waiting, wants_data
 from .table import Table, plural, print_table
 
 
@@ -40,7 +40,7 @@ def add_parser(sub, name: str, summary: str) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"cpi validate: error: {message}", file=sys.stderr)
+    print(error_line("validate", message), file=sys.stderr)
     return 2
 
 
