@@ -45,7 +45,8 @@ def config_file(command: str, given: str | None) -> Path | None:
     """--config made absolute (None: the local cloud's defaults); raises SystemExit(2) when
     there is no such file."""
     config = Path(given).absolute() if given else None
-    if config is not None and not config.is_file():
-        print(f"cpi {command}: error: --config {given}: no such file", file=sys.stderr)
+    if config is not None and not config.is_file():  # bin/cpi would refuse it (cpi.inputs), less plainly
+        print(f"cpi {command}: error: --config {given}: "
+              + ("not a regular file" if config.exists() else "no such file"), file=sys.stderr)
         raise SystemExit(2)
     return config

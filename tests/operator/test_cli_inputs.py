@@ -72,6 +72,13 @@ def test_a_config_that_is_no_regular_file_or_too_big_is_refused_in_one_line(inpu
     assert words[0] in response.error["message"], response.error
 
 
+@pytest.mark.parametrize("command", ["call", "plan"])
+@pytest.mark.parametrize("name", ["fifo", "zero"])
+def test_call_and_plan_say_a_config_that_is_no_regular_file_is_one(inputs, command, name):
+    path = str(inputs[name])
+    assert_one_line_error(cli(command, "has_vm", '"vm-1"', "--config", path), f"--config {path}: not a regular file")
+
+
 @pytest.mark.parametrize(("name", "words"), [*NOT_REGULAR, ("deep", ["nests deeper than 64 levels"])])
 def test_a_known_input_that_is_no_regular_file_or_too_deep_is_refused_in_one_line(inputs, name, words):
     path = str(inputs[name])
