@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cpi.failpoints import reached
-from cpi.private import open_nofollow
+from cpi.private import open_state_file
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
@@ -38,6 +38,7 @@ def atomic_write_json(path: Path, data: Any, mode: int = 0o600) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """Read a record without following a link planted in its place."""
-    with os.fdopen(open_nofollow(path, os.O_RDONLY), "rb") as handle:
+    """Read a record without following a link planted in its place; anything but a regular
+    file there is a PlantedEntry naming the path (cpi.private.open_state_file)."""
+    with os.fdopen(open_state_file(path), "rb") as handle:
         return json.load(handle)

@@ -16,7 +16,8 @@ import stat
 import threading
 from pathlib import Path
 
-from cpi.errors import CpiError
+from cpi.errors import CloudError, CpiError
+from cpi.inputs import kind
 
 #: Owners a directory on the way may have: root and this user (nobody else can swap it).
 _TRUSTED = {0}
@@ -119,6 +120,37 @@ def private_dir(path: Path | str, what: str) -> Path:
 def open_nofollow(path: Path | str, flags: int, mode: int = 0o600) -> int:
     """os.open that never follows a symlink at the last component (ELOOP instead)."""
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+
+
+class PlantedEntry(CloudError):
+    """Something other than the regular file the CPI keeps at a state path: a directory, a
+    link, a FIFO or a device someone (or something) put there. Named, never followed or
+    read, so that only the calls that need that entry fail, and they say what to remove."""
+
+    def __init__(self, path: Path | str, what: str):
+        super().__init__(f"state entry {path} is {what}, not the regular file the CPI keeps there: "
+                         "nothing was done with it (remove it, or restore the file, to go on)")
+        self.path = str(path)
+
+
+def open_state_file(path: Path | str, flags: int = os.O_RDONLY) -> int:
+    """open_nofollow for a state file the CPI reads: never through a link planted in its
+    place, never waiting on a FIFO, and only a regular file (PlantedEntry otherwise; a
+    missing file stays FileNotFoundError, which each caller means something by)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and os.path.islink(path):
+            raise PlantedEntry(path, "a symbolic link") from None
+        if exc.errno == errno.EISDIR:  # a directory asked for writing
+            raise PlantedEntry(path, "a directory") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise PlantedEntry(path, kind(mode))
+    os.set_blocking(fd, True)
+    return fd
 
 
 def replace_file(path: Path | str, data: bytes, mode: int = 0o600) -> None:

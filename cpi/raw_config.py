@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from cpi import strict_json
 from cpi.errors import CpiError
+from cpi.inputs import CONFIG_LIMIT, read_bytes
 
 #: The highest CPI API version this CPI speaks (3: create_stemcell takes env.tags).
 API_VERSION = 3
@@ -18,14 +19,11 @@ API_VERSION = 3
 
 def read_file(path: str | None) -> dict:
     """The raw cpi.json (or {} for none: the local cloud with its defaults), parsed as
-    strictly as a request (UTF-8, no NaN, bounded nesting)."""
+    strictly as a request (UTF-8, no NaN, bounded nesting), from a regular file of at most
+    CONFIG_LIMIT bytes (cpi.inputs)."""
     if not path:
         return {}
-    try:
-        with open(path, "rb") as handle:
-            content = handle.read()
-    except OSError as exc:
-        raise CpiError(f"cannot read config file '{path}': {exc.strerror}") from None
+    content = read_bytes(path, f"config file '{path}'", CONFIG_LIMIT)
     data = strict_json.loads(content, f"config file '{path}'")
     if not isinstance(data, dict):
         raise CpiError(f"config file '{path}' must hold a JSON object, not {type(data).__name__}")

@@ -148,8 +148,7 @@ def loads(data: bytes | str, what: str):
         text = data
         encoded = data.encode("utf-8", "surrogatepass")
         has_surrogates = b"\\u" in encoded and any(head in encoded for head in _SURROGATE_HEADS)
-    # a text with fewer brackets than the limit cannot nest deeper (the common case: no regex)
-    if text.count("[") + text.count("{") > MAX_DEPTH and text_depth(text) > MAX_DEPTH:
+    if too_deep(text):
         raise InvalidJSON(what, f"nested deeper than {MAX_DEPTH} levels")
     try:
         value = _decode(text)
@@ -164,6 +163,13 @@ def loads(data: bytes | str, what: str):
     if has_surrogates:
         _check_unicode(value, what)
     return value
+
+
+def too_deep(text: str) -> bool:
+    """Whether the brackets of a JSON text (or of several, one after another) nest deeper
+    than MAX_DEPTH: a check cheap enough to make before any decoder recurses."""
+    # a text with fewer brackets than the limit cannot nest deeper (the common case: no regex)
+    return text.count("[") + text.count("{") > MAX_DEPTH and text_depth(text) > MAX_DEPTH
 
 
 def text_depth(text: str) -> int:

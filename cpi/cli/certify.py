@@ -13,7 +13,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from cpi import errors
+from cpi import errors, strict_json
 from cpi.operator.certify import Certify, Journal, Report, Step
 from cpi.operator.orphans import find
 
@@ -62,9 +62,9 @@ def add_parser(sub, name: str, summary: str) -> None:
 
 def _json_arg(name: str, text: str) -> dict:
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"--{name}: not JSON: {exc}", 2) from None
+        value = strict_json.loads(text, f"--{name}")
+    except strict_json.InvalidJSON as exc:  # as bin/cpi reads a request: bounded nesting, no NaN
+        raise CliError(f"--{name}: not JSON: {exc.reason}", 2) from None
     if not isinstance(value, dict):
         raise CliError(f"--{name}: expected a JSON object", 2)
     return value

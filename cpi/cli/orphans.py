@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cpi import errors
 from cpi.clouds.inventory import Resource
+from cpi.inputs import KNOWN_LIMIT, InputError, read_bytes
 from cpi.operator import known
 from cpi.operator.orphans import DELETERS, survey
 
@@ -46,10 +47,10 @@ def orphans_command(args: argparse.Namespace) -> int:
     data = wants_data(args)
     seconds = timeout.seconds(args)
     try:
-        text = sys.stdin.read() if args.known == "-" else Path(args.known).read_text()
+        text = read_bytes(args.known, f"--known {args.known}", KNOWN_LIMIT).decode()
         told = known.read(text)
-    except OSError as exc:
-        raise CliError(f"--known {args.known}: {exc.strerror}; nothing listed or deleted") from None
+    except InputError as exc:
+        raise CliError(f"--known {args.known}: {exc.reason}; nothing listed or deleted") from None
     except (UnicodeDecodeError, known.KnownError) as exc:
         raise CliError(f"--known {args.known}: {exc}; nothing listed or deleted") from None
     try:

@@ -5,9 +5,10 @@ What `cpi call` sends through bin/cpi and `cpi plan` runs in its own process."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from cpi import strict_json
 
 from . import options
 
@@ -28,9 +29,10 @@ def json_arguments(command: str, method: str, texts: list[str]) -> list | None:
     arguments = []
     for text in texts:
         try:
-            arguments.append(json.loads(text))
-        except json.JSONDecodeError as exc:
-            print(f"cpi {command}: error: argument {text!r} is not JSON ({exc.msg}); quote strings: '\"vm-1\"'",
+            arguments.append(strict_json.loads(text, "argument"))
+        except strict_json.InvalidJSON as exc:  # as bin/cpi reads a request: bounded nesting, no NaN
+            cut = f"{text[:80]!r}{'...' if len(text) > 80 else ''}"  # one line, whatever was typed
+            print(f"cpi {command}: error: argument {cut} is not JSON ({exc.reason}); quote strings: '\"vm-1\"'",
                   file=sys.stderr)
             return None
     if method == "create_stemcell" and arguments and isinstance(arguments[0], str) and arguments[0] \
@@ -43,7 +45,8 @@ def config_file(command: str, given: str | None) -> Path | None:
     """--config made absolute (None: the local cloud's defaults); raises SystemExit(2) when
     there is no such file."""
     config = Path(given).absolute() if given else None
-    if config is not None and not config.is_file():
-        print(f"cpi {command}: error: --config {given}: no such file", file=sys.stderr)
+    if config is not None and not config.is_file():  # bin/cpi would refuse it (cpi.inputs), less plainly
+        print(f"cpi {command}: error: --config {given}: "
+              + ("not a regular file" if config.exists() else "no such file"), file=sys.stderr)
         raise SystemExit(2)
     return config

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from cpi.inputs import InputError
+
 from . import options, timeout
 from .cloud import missing_state, read_config
 from .output import CliError, error_line, print_data, waiting, wants_data
@@ -52,8 +54,8 @@ def validate(args: argparse.Namespace) -> int:
     if args.cloud_config is not None:
         try:
             doc = cloud_config.load_yaml(args.cloud_config)
-        except OSError as exc:
-            return _fail(f"cannot read {args.cloud_config}: {exc.strerror}")
+        except InputError as exc:
+            return _fail(str(exc))
         except cloud_config.YamlError as exc:
             return _fail(f"not valid YAML: {exc}")
     ready, findings, redactor = _open(args, seconds)

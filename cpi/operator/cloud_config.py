@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from cpi.clouds.findings import Finding, Item, suggest
+from cpi.inputs import CLOUD_CONFIG_LIMIT, read_bytes
 from cpi.logs import looks_secret, shown
 from cpi.validation import Ignored, closest, model_at, yaml_error
 
@@ -372,19 +373,19 @@ class YamlError(ValueError):
 
 
 def load_yaml(path: str) -> Any:
-    """The YAML document at `path` (`-`: stdin). Raises OSError, or YamlError in one line,
-    as a compiler says where a file is wrong (PyYAML's own text spans four)."""
-    import sys
-
+    """The YAML document at `path` (`-`: stdin), a regular file of at most
+    CLOUD_CONFIG_LIMIT bytes. Raises InputError, or YamlError in one line, as a compiler
+    says where a file is wrong (PyYAML's own text spans four)."""
     import yaml
 
+    name = "<stdin>" if path == "-" else path
+    content = read_bytes(path, name, CLOUD_CONFIG_LIMIT)
     try:
-        if path == "-":
-            return yaml.safe_load(sys.stdin.buffer)
-        with open(path, "rb") as handle:
-            return yaml.safe_load(handle)
+        return yaml.safe_load(content)
     except yaml.YAMLError as exc:
-        raise YamlError(yaml_error("<stdin>" if path == "-" else path, exc)) from None
+        raise YamlError(yaml_error(name, exc)) from None
+    except RecursionError:  # PyYAML composes nested nodes recursively
+        raise YamlError(f"{name}: nested too deep to read") from None
 
 
 __all__ = ["YamlError", "check", "check_online", "config_findings", "load_yaml", "model_findings"]

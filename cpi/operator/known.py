@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cpi import strict_json
+
 #: Row columns that hold cids (bosh-cli's names; `disk_cids` may hold several).
 CID_COLUMNS = ("vm_cid", "disk_cid", "disk_cids", "snapshot_cid", "stemcell_cid", "cid")
 _SPLIT = re.compile(r"[\s,]+")
@@ -100,6 +102,10 @@ def _from_lines(text: str) -> set[str]:
 
 
 def _from_json(text: str) -> Known:
+    # bosh-cli's tables nest 4 deep; a deeper text would overflow the decoder's recursion
+    if strict_json.too_deep(text):
+        raise KnownError(f"the known-cids input nests deeper than {strict_json.MAX_DEPTH} levels: "
+                         "not bosh-cli's output")
     decoder, index = json.JSONDecoder(), 0
     found = Known()
     count = 0

@@ -273,3 +273,51 @@ def test_a_faults_count_write_killed_before_its_rename_is_swept(tmp_path):
     cloud.create_disk(1, {}, None)
     assert sorted(os.listdir(cloud.store.root)) == sorted(["stemcells", "vms", "disks", "snapshots", "ips",
                                                            "pending", "locks", "format"])
+
+
+def _plant(path, kind: str) -> None:
+    """Replace the state file at `path` by a directory, a FIFO or a link to a file elsewhere."""
+    path.unlink()
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(path.parent.parent / "format")
+
+
+def _assert_names_planted(err, path) -> None:
+    assert err is not None and err["type"] == "Bosh::Clouds::CloudError", err
+    assert f"state entry {path} is" in err["message"] and "unexpected" not in err["message"], err
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])
+def test_an_entry_planted_where_a_state_file_was_fails_only_the_calls_that_need_it(local, kind):
+    """Issue #33, point 6: a directory at a VM's ips/ entry made every delete_vm fail with
+    "unexpected IsADirectoryError" (a FIFO hung it). Only the VM that owns the address (and
+    the disk whose record was replaced) fails now, naming the path; the others go on."""
+    stemcell = local.cpi("create_stemcell", *local.stemcell_args())
+    mine, _ = local.cpi("create_vm", "a", stemcell, {}, local.manual_network(2), [], {})
+    other, _ = local.cpi("create_vm", "b", stemcell, {}, local.manual_network(3), [], {})
+    entry = local.state_dir / "ips" / local.vm_record(mine)["ips"][0]
+    _plant(entry, kind)
+    disk, kept = local.cpi("create_disk", 10, {}, None), local.cpi("create_disk", 10, {}, None)
+    record = local.state_dir / "disks" / disk / "disk.json"
+    _plant(record, kind)
+
+    assert local.cpi("has_vm", mine) is True and local.cpi("has_vm", other) is True
+    assert local.cpi.call("delete_vm", other, timeout=30).error is None  # a FIFO used to hang it
+    assert local.cpi("has_vm", other) is False
+    _assert_names_planted(local.cpi.call("delete_vm", mine, timeout=30).error, entry)
+    _assert_names_planted(local.cpi.call("set_disk_metadata", disk, {"a": "b"}, timeout=30).error, record)
+    local.cpi("set_disk_metadata", kept, {"a": "b"})
+    local.cpi("delete_disk", kept)
+    assert os.path.lexists(entry) and os.path.lexists(record)  # named, never removed or followed
+
+    for planted in (entry, record):
+        if kind == "directory":
+            planted.rmdir()
+        else:
+            planted.unlink()
+    local.cpi("delete_vm", mine)
+    local.cpi("delete_disk", disk)

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cpi.errors import CpiError
 from cpi.failpoints import reached
 from cpi.files import atomic_write_bytes, atomic_write_json, read_json
-from cpi.private import open_nofollow, private_dir
+from cpi.private import PlantedEntry, open_nofollow, open_state_file, private_dir
 
 from . import layout
 
@@ -250,8 +250,10 @@ class Store:
 
     @staticmethod
     def _owner(path: Path) -> str | None:
+        """The vm_cid a reservation holds (None: none there); PlantedEntry when something
+        other than a reservation file is there."""
         try:
-            with os.fdopen(open_nofollow(path, os.O_RDONLY), "r", errors="replace") as handle:
+            with os.fdopen(open_state_file(path), "r", errors="replace") as handle:
                 return handle.read().strip() or None
         except FileNotFoundError:
             return None
@@ -286,4 +288,13 @@ class Store:
     def ips_of(self, vm_cid: str) -> list[str]:
         """Every address reserved for this VM, whether its record knew of it or not."""
         directory = self.root / "ips"
-        return [ip for ip in sorted(os.listdir(directory)) if self._owner(directory / ip) == vm_cid]
+        return [ip for ip in sorted(os.listdir(directory)) if self._owned(directory / ip, vm_cid)]
+
+    def _owned(self, path: Path, vm_cid: str) -> bool:
+        """Whether the reservation at `path` is this VM's. A planted entry names no owner,
+        so it is nobody's here: the VM whose record names that address meets it (and its
+        PlantedEntry) when it releases it, and every other VM's delete goes on."""
+        try:
+            return self._owner(path) == vm_cid
+        except PlantedEntry:
+            return False
