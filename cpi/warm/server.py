@@ -8,7 +8,17 @@ import _socket
 import os
 import sys
 
-from .where import MAX_HEADER, NATIVE, install_root, peer_pid, peer_uid, private_dir_ok, socket_dir, socket_path
+from .where import (
+    MAX_HEADER,
+    NATIVE,
+    REQUEST_TIMEOUT,
+    install_root,
+    peer_pid,
+    peer_uid,
+    private_dir_ok,
+    socket_dir,
+    socket_path,
+)
 
 
 def _own_files(since_ns: int) -> dict[str, tuple[int, int]] | None:
@@ -213,6 +223,7 @@ def _work(connection, run) -> None:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        connection.settimeout(REQUEST_TIMEOUT)  # a connection that sends nothing parks no worker
         header, body = _receive_request(connection)
         if header.get("stop"):
             connection.sendall(b"stopped\n")
@@ -220,11 +231,13 @@ def _work(connection, run) -> None:
             os._exit(0)
         connection.sendall(f"S {os.getpid()}\n".encode())
         go, fds = _receive_go(connection)
+        connection.settimeout(None)
         if go != b"G" or len(fds) != 4:
             for fd in fds:
                 os.close(fd)
             os._exit(0)  # the client gave up waiting and made the call itself
         _watch_client(connection)
+        _report_fatal_signals(connection)
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
         os.fchdir(fds[3])
@@ -254,6 +267,25 @@ def _work(connection, run) -> None:
     except OSError:
         pass
     os._exit(code)
+
+
+def _report_fatal_signals(connection) -> None:
+    """Tell the client, before dying of it, of a signal that ends a cold process (SIGTERM,
+    SIGHUP): the helper says so too, but a helper killed first cannot, and the client must
+    still die alike. SIGKILL leaves no word: the client reads the silence as it
+    (cpi.warm.client.call)."""
+    import signal
+
+    def report(signum, frame) -> None:
+        try:
+            connection.sendall(f"K{signum}\n".encode())
+        except OSError:
+            pass
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, report)
 
 
 def _watch_client(connection) -> None:

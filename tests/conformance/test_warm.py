@@ -489,3 +489,51 @@ def _cmdline(pid: int) -> str:
 
 def _pids_with(text: str) -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and text in _cmdline(int(p))]
+
+
+def _socket_path() -> str:
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from cpi.warm import where; print(where.socket_path())"
+    return subprocess.run([str(PYTHON), "-I", "-S", "-c", code, str(ROOT)], capture_output=True, text=True,
+                          env=COLD, cwd="/", timeout=30, check=True).stdout.strip()
+
+
+def test_connections_that_send_nothing_park_no_worker(warm_helper):
+    """64 connections that send nothing got a worker each, kept for the helper's idle time:
+    each worker now gives up after REQUEST_TIMEOUT (5 s) and a real call is still warm."""
+    import socket
+
+    local, helper = warm_helper, helper_pid()
+    assert helper is not None
+    idle, path = [], _socket_path()
+    try:
+        for _ in range(64):
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.connect(path)
+            idle.append(connection)
+        _until(lambda: len(_children(helper)) >= 32, 10, "the helper forked no workers for the connections")
+        started = time.monotonic()
+        _until(lambda: not _children(helper), 12, f"idle workers are still parked: {len(_children(helper))}")
+        assert time.monotonic() - started < 8
+    finally:
+        for connection in idle:
+            connection.close()
+    proc = run(local.config_path, local.cpi.request("has_vm", "vm-1"), WARM)
+    assert json.loads(proc.stdout)["result"] is False and done_in(proc) < 0.05, "not answered warm"
+    assert helper_pid() == helper
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_worker_killed_after_its_helper_kills_its_client_alike(warm_helper, signum):
+    """The helper killed first cannot tell the client how its worker ended: the client
+    exited 1 with nothing on stdout, where a cold process would have died of the signal."""
+    local = warm_helper
+    client = _held(local, {**WARM, "CPI_KILL_AT": "image copied", "CPI_KILL_SIGNAL": "STOP"})
+    helper = helper_pid()
+    worker = _worker_of(helper)
+    assert helper is not None
+    os.kill(helper, signal.SIGKILL)
+    os.kill(worker, signum)
+    os.kill(worker, signal.SIGCONT)
+    os.kill(client.pid, signal.SIGCONT)
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == -signum and out == b"", err
