@@ -12,7 +12,6 @@ from .where import (
     MAX_HEADER,
     NATIVE,
     REQUEST_TIMEOUT,
-    install_root,
     peer_pid,
     peer_uid,
     private_dir_ok,
@@ -20,37 +19,55 @@ from .where import (
     socket_path,
 )
 
+#: What a file's stat must still say for the helper to serve: its inode and device (a file
+#: replaced by another, `pip install` renaming a new one in), size, mtime, and ctime, which
+#: every write and every `touch -r` moves and no user tool can set back.
+Stamp = tuple[int, int, int, int, int]
 
-def _own_files(since_ns: int) -> dict[str, tuple[int, int]] | None:
-    """mtime and size of what the helper serves: every file of the CPI's own code it
-    loaded, and every directory of its import path (site-packages, a plugin path: pip
-    adds and removes entries there when it installs or upgrades a dependency or a plugin).
-    None when one of them changed at or after `since_ns` (the helper's start): a file
-    edited while the helper was importing it (a `git pull` during the first call) must
-    not be served as it was read."""
-    root = install_root() + os.sep + "cpi" + os.sep
+
+def _stamp(st: os.stat_result) -> Stamp:
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _loaded_files() -> list[str]:
+    """What the helper's code is made of: the file of every module it imported (the CPI's
+    own and every dependency's, sources and extension modules alike), and each directory of
+    its import path with the .pth files there (pip adds and removes entries when it installs
+    or upgrades a dependency or a plugin; a .pth changes what imports)."""
     files = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
-    paths = [p for p in files if isinstance(p, str) and p.startswith(root)]
-    paths += [d for d in sys.path if d and os.path.isdir(d)]
+    paths = [p for p in files if isinstance(p, str) and os.path.isabs(p)]
+    for directory in [d for d in sys.path if d and os.path.isdir(d)]:
+        paths.append(directory)
+        try:
+            paths += [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".pth")]
+        except OSError:
+            continue
+    return list(dict.fromkeys(paths))
+
+
+def _own_files(since_ns: int) -> dict[str, Stamp] | None:
+    """The stamp of each file the helper loaded (_loaded_files). None when one of them
+    changed at or after `since_ns` (the helper's start): a file edited while the helper
+    was importing it (a `git pull` during the first call) must not be served as it was
+    read."""
     found = {}
-    for path in paths:
+    for path in _loaded_files():
         try:
             st = os.stat(path)
         except OSError:
             continue
-        if st.st_mtime_ns >= since_ns:
+        if max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns:
             return None
-        found[path] = (st.st_mtime_ns, st.st_size)
+        found[path] = _stamp(st)
     return found
 
 
-def _unchanged(files: dict[str, tuple[int, int]]) -> bool:
-    for path, (mtime, size) in files.items():
+def _unchanged(files: dict[str, Stamp]) -> bool:
+    for path, stamp in files.items():
         try:
-            st = os.stat(path)
+            if _stamp(os.stat(path)) != stamp:
+                return False
         except OSError:
-            return False
-        if (st.st_mtime_ns, st.st_size) != (mtime, size):
             return False
     return True
 

@@ -46,11 +46,6 @@ def _fnv1a(text: str) -> str:
     return f"{value:016x}"
 
 
-def install_root() -> str:
-    """The directory the `cpi` package is imported from (the checkout, or site-packages)."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
 def socket_dir() -> str:
     """~/.cache/bosh-cpi/helper, in the CPI user's own home (HOME, else the password
     database's: a director gives no HOME), where the CPI's other private dirs are. Not a
