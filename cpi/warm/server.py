@@ -45,13 +45,13 @@ def _loaded_files() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def _own_files(since_ns: int) -> dict[str, Stamp] | None:
-    """The stamp of each file the helper loaded (_loaded_files). None when one of them
+def _own_files(since_ns: int, paths: list[str]) -> dict[str, Stamp] | None:
+    """The stamp of each of `paths` (_loaded_files). None when one of them
     changed at or after `since_ns` (the helper's start): a file edited while the helper
     was importing it (a `git pull` during the first call) must not be served as it was
     read."""
     found = {}
-    for path in _loaded_files():
+    for path in paths:
         try:
             st = os.stat(path)
         except OSError:
@@ -60,6 +60,26 @@ def _own_files(since_ns: int) -> dict[str, Stamp] | None:
             return None
         found[path] = _stamp(st)
     return found
+
+
+def _staleness(since_ns: int):
+    """A check, cheap enough to make before each call, that a file the helper loaded has
+    changed since: inotify's watches (cpi.warm.watch), else the files' stamps. None when
+    one changed at or after `since_ns` already. The watches are set before the stamps are
+    taken: a change between the two is seen by one of them."""
+    from .watch import Watch
+
+    paths = _loaded_files()
+    try:
+        watch: Watch | None = Watch(paths)
+    except OSError:
+        watch = None
+    files = _own_files(since_ns, paths)
+    if files is None:
+        return None
+    if watch is not None:
+        return watch.changed
+    return lambda: not _unchanged(files)
 
 
 def _unchanged(files: dict[str, Stamp]) -> bool:
@@ -112,8 +132,8 @@ def serve(idle: float, warm_up, run) -> None:
         return  # another helper of this install lives
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # `stop`: clean up on the way out
     warm_up()
-    files = _own_files(started_ns)
-    if files is None:
+    stale = _staleness(started_ns)
+    if stale is None:
         return  # changed while it was being loaded: the next cold call starts a fresh helper
     import socket
 
@@ -150,7 +170,7 @@ def serve(idle: float, warm_up, run) -> None:
                         connection.close()
                         continue
                     client = peer_pid(connection)
-                    if not _unchanged(files):
+                    if stale():
                         connection.sendall(b"R stale\n")
                         connection.close()
                         return
