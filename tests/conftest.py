@@ -3,8 +3,9 @@ and at the end the check that it left nothing behind.
 
 bin/cpi hands its calls to a warm helper by default (cpi.warm), which outlives the calls
 for its idle time; the suite stops this checkout's helper when it ends. Then whatever is
-left (a local VM's process, a helper, a file in the suite's TMPDIR, a change to the real
-~/.cache/bosh-cpi) fails the run, named one per line; a clean passing run removes its
+left (a local VM's process, a helper, a file in the suite's TMPDIR, a change the run made to
+the real ~/.cache/bosh-cpi) fails the run, named one per line (a change there that is not the
+run's, say another checkout's calls meanwhile, is only noted); a clean passing run removes its
 directory, a failing one keeps it and says where."""
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ def _warm_helper_stopped_at_the_end():
 def pytest_sessionfinish(session, exitstatus):
     if "real_cache" not in _start:
         return
-    found = suite.leftovers(_start["real_cache"], _start["processes"])
+    found, notes = suite.leftovers(_start["real_cache"], _start["processes"])
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     say = reporter.write_line if reporter else print
+    for line in notes:
+        say(f"note: {line}")
     if found:
         say(f"the test run left {len(found)} thing(s) behind:")
         for line in found:

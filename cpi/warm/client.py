@@ -64,7 +64,10 @@ def call(argv: list[str], stdin: tuple[bytes, str | None]) -> int | None:
         while not status.startswith(("X", "K")):
             status = reader.line()
     except OSError:
-        status = ""
+        # the connection ended without word: the worker, which says how its call ended (and
+        # of what signal it dies, but for SIGKILL), is gone, and so is the helper, which
+        # would have said it for the worker (killed first): the worker died of SIGKILL
+        status = f"K{_signal_kill()}"
     sock.close()
     if status.startswith("K"):
         _die_like(int(status[1:]))
@@ -122,6 +125,12 @@ def _forward_signals(worker: int) -> None:
 
     for signum in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP, _signal.SIGCONT):
         _signal.signal(signum, forward)
+
+
+def _signal_kill() -> int:
+    import _signal
+
+    return int(_signal.SIGKILL)
 
 
 def _die_like(signum: int) -> None:

@@ -8,39 +8,86 @@ import _socket
 import os
 import sys
 
-from .where import MAX_HEADER, NATIVE, install_root, peer_pid, peer_uid, private_dir_ok, socket_dir, socket_path
+from .where import (
+    MAX_HEADER,
+    NATIVE,
+    REQUEST_TIMEOUT,
+    peer_pid,
+    peer_uid,
+    private_dir_ok,
+    socket_dir,
+    socket_path,
+)
+
+#: What a file's stat must still say for the helper to serve: its inode and device (a file
+#: replaced by another, `pip install` renaming a new one in), size, mtime, and ctime, which
+#: every write and every `touch -r` moves and no user tool can set back.
+Stamp = tuple[int, int, int, int, int]
 
 
-def _own_files(since_ns: int) -> dict[str, tuple[int, int]] | None:
-    """mtime and size of what the helper serves: every file of the CPI's own code it
-    loaded, and every directory of its import path (site-packages, a plugin path: pip
-    adds and removes entries there when it installs or upgrades a dependency or a plugin).
-    None when one of them changed at or after `since_ns` (the helper's start): a file
-    edited while the helper was importing it (a `git pull` during the first call) must
-    not be served as it was read."""
-    root = install_root() + os.sep + "cpi" + os.sep
+def _stamp(st: os.stat_result) -> Stamp:
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _loaded_files() -> list[str]:
+    """What the helper's code is made of: the file of every module it imported (the CPI's
+    own and every dependency's, sources and extension modules alike), and each directory of
+    its import path with the .pth files there (pip adds and removes entries when it installs
+    or upgrades a dependency or a plugin; a .pth changes what imports)."""
     files = [getattr(m, "__file__", None) for m in list(sys.modules.values())]
-    paths = [p for p in files if isinstance(p, str) and p.startswith(root)]
-    paths += [d for d in sys.path if d and os.path.isdir(d)]
+    paths = [p for p in files if isinstance(p, str) and os.path.isabs(p)]
+    for directory in [d for d in sys.path if d and os.path.isdir(d)]:
+        paths.append(directory)
+        try:
+            paths += [os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".pth")]
+        except OSError:
+            continue
+    return list(dict.fromkeys(paths))
+
+
+def _own_files(since_ns: int, paths: list[str]) -> dict[str, Stamp] | None:
+    """The stamp of each of `paths` (_loaded_files). None when one of them
+    changed at or after `since_ns` (the helper's start): a file edited while the helper
+    was importing it (a `git pull` during the first call) must not be served as it was
+    read."""
     found = {}
     for path in paths:
         try:
             st = os.stat(path)
         except OSError:
             continue
-        if st.st_mtime_ns >= since_ns:
+        if max(st.st_mtime_ns, st.st_ctime_ns) >= since_ns:
             return None
-        found[path] = (st.st_mtime_ns, st.st_size)
+        found[path] = _stamp(st)
     return found
 
 
-def _unchanged(files: dict[str, tuple[int, int]]) -> bool:
-    for path, (mtime, size) in files.items():
+def _staleness(since_ns: int):
+    """A check, cheap enough to make before each call, that a file the helper loaded has
+    changed since: inotify's watches (cpi.warm.watch), else the files' stamps. None when
+    one changed at or after `since_ns` already. The watches are set before the stamps are
+    taken: a change between the two is seen by one of them."""
+    from .watch import Watch
+
+    paths = _loaded_files()
+    try:
+        watch: Watch | None = Watch(paths)
+    except OSError:
+        watch = None
+    files = _own_files(since_ns, paths)
+    if files is None:
+        return None
+    if watch is not None:
+        return watch.changed
+    return lambda: not _unchanged(files)
+
+
+def _unchanged(files: dict[str, Stamp]) -> bool:
+    for path, stamp in files.items():
         try:
-            st = os.stat(path)
+            if _stamp(os.stat(path)) != stamp:
+                return False
         except OSError:
-            return False
-        if (st.st_mtime_ns, st.st_size) != (mtime, size):
             return False
     return True
 
@@ -85,8 +132,8 @@ def serve(idle: float, warm_up, run) -> None:
         return  # another helper of this install lives
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # `stop`: clean up on the way out
     warm_up()
-    files = _own_files(started_ns)
-    if files is None:
+    stale = _staleness(started_ns)
+    if stale is None:
         return  # changed while it was being loaded: the next cold call starts a fresh helper
     import socket
 
@@ -123,7 +170,7 @@ def serve(idle: float, warm_up, run) -> None:
                         connection.close()
                         continue
                     client = peer_pid(connection)
-                    if not _unchanged(files):
+                    if stale():
                         connection.sendall(b"R stale\n")
                         connection.close()
                         return
@@ -213,6 +260,7 @@ def _work(connection, run) -> None:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        connection.settimeout(REQUEST_TIMEOUT)  # a connection that sends nothing parks no worker
         header, body = _receive_request(connection)
         if header.get("stop"):
             connection.sendall(b"stopped\n")
@@ -220,11 +268,13 @@ def _work(connection, run) -> None:
             os._exit(0)
         connection.sendall(f"S {os.getpid()}\n".encode())
         go, fds = _receive_go(connection)
+        connection.settimeout(None)
         if go != b"G" or len(fds) != 4:
             for fd in fds:
                 os.close(fd)
             os._exit(0)  # the client gave up waiting and made the call itself
         _watch_client(connection)
+        _report_fatal_signals(connection)
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
         os.fchdir(fds[3])
@@ -254,6 +304,25 @@ def _work(connection, run) -> None:
     except OSError:
         pass
     os._exit(code)
+
+
+def _report_fatal_signals(connection) -> None:
+    """Tell the client, before dying of it, of a signal that ends a cold process (SIGTERM,
+    SIGHUP): the helper says so too, but a helper killed first cannot, and the client must
+    still die alike. SIGKILL leaves no word: the client reads the silence as it
+    (cpi.warm.client.call)."""
+    import signal
+
+    def report(signum, frame) -> None:
+        try:
+            connection.sendall(f"K{signum}\n".encode())
+        except OSError:
+            pass
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, report)
 
 
 def _watch_client(connection) -> None:

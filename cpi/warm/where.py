@@ -15,6 +15,10 @@ ENABLE = "CPI_HELPER_IDLE_TIMEOUT"
 DEFAULT_IDLE = 600.0
 #: How long a client waits for its worker's "S" before it makes the call itself.
 START_TIMEOUT = 2.0
+#: How long a worker waits for its client's request, then for its "G", before it closes
+#: the connection and exits: a real client sends each at once, so only a connection that
+#: sends nothing (or stalls) meets it, and it must not hold a worker for the idle time.
+REQUEST_TIMEOUT = 5.0
 #: The longest request header (argv, environment, umask) a helper reads.
 MAX_HEADER = 1 << 20
 NATIVE = sys.byteorder
@@ -40,11 +44,6 @@ def _fnv1a(text: str) -> str:
     for byte in text.encode("utf-8", "surrogateescape"):
         value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return f"{value:016x}"
-
-
-def install_root() -> str:
-    """The directory the `cpi` package is imported from (the checkout, or site-packages)."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def socket_dir() -> str:

@@ -489,3 +489,104 @@ def _cmdline(pid: int) -> str:
 
 def _pids_with(text: str) -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and text in _cmdline(int(p))]
+
+
+def _socket_path() -> str:
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from cpi.warm import where; print(where.socket_path())"
+    return subprocess.run([str(PYTHON), "-I", "-S", "-c", code, str(ROOT)], capture_output=True, text=True,
+                          env=COLD, cwd="/", timeout=30, check=True).stdout.strip()
+
+
+def test_connections_that_send_nothing_park_no_worker(warm_helper):
+    """64 connections that send nothing got a worker each, kept for the helper's idle time:
+    each worker now gives up after REQUEST_TIMEOUT (5 s) and a real call is still warm."""
+    import socket
+
+    local, helper = warm_helper, helper_pid()
+    assert helper is not None
+    idle, path = [], _socket_path()
+    try:
+        for _ in range(64):
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.connect(path)
+            idle.append(connection)
+        _until(lambda: len(_children(helper)) >= 32, 10, "the helper forked no workers for the connections")
+        started = time.monotonic()
+        _until(lambda: not _children(helper), 12, f"idle workers are still parked: {len(_children(helper))}")
+        assert time.monotonic() - started < 8
+    finally:
+        for connection in idle:
+            connection.close()
+    proc = run(local.config_path, local.cpi.request("has_vm", "vm-1"), WARM)
+    assert json.loads(proc.stdout)["result"] is False and done_in(proc) < 0.05, "not answered warm"
+    assert helper_pid() == helper
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_a_worker_killed_after_its_helper_kills_its_client_alike(warm_helper, signum):
+    """The helper killed first cannot tell the client how its worker ended: the client
+    exited 1 with nothing on stdout, where a cold process would have died of the signal."""
+    local = warm_helper
+    client = _held(local, {**WARM, "CPI_KILL_AT": "image copied", "CPI_KILL_SIGNAL": "STOP"})
+    helper = helper_pid()
+    worker = _worker_of(helper)
+    assert helper is not None
+    os.kill(helper, signal.SIGKILL)
+    os.kill(worker, signum)
+    os.kill(worker, signal.SIGCONT)
+    os.kill(client.pid, signal.SIGCONT)
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == -signum and out == b"", err
+
+
+def test_a_dependency_rewritten_in_place_is_not_served_from_the_old_code(tmp_path):
+    """A file of a dependency rewritten in place (same name, size and mtime: `touch -r`)
+    in site-packages left the helper serving the old code while a cold call ran the new.
+    A copy of the checkout whose venv puts a scratch site-packages, holding its own copy of
+    annotated_types (which pydantic imports, so the helper loads it), before the real one;
+    the rewrite makes importing it say so on stderr."""
+    import shutil
+    import sysconfig
+
+    copy = tmp_path / "install"
+    shutil.copytree(ROOT / "cpi", copy / "cpi", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "bin", copy / "bin")
+    subprocess.run([str(PYTHON), "-m", "venv", "--without-pip", str(copy / ".venv")], check=True, timeout=60)
+    real = Path(sysconfig.get_paths(vars={"base": str(ROOT / ".venv"), "platbase": str(ROOT / ".venv")})["purelib"])
+    site = Path(sysconfig.get_paths(vars={"base": str(copy / ".venv"), "platbase": str(copy / ".venv")})["purelib"])
+    (site / "real.pth").write_text(f"{real}\n")
+    shutil.copytree(real / "annotated_types", site / "annotated_types", ignore=shutil.ignore_patterns("__pycache__"))
+    module = site / "annotated_types" / "__init__.py"
+    new = b'import os; os.write(2, b"annotated_types rewritten\\n")\n'
+    module.write_bytes(module.read_bytes() + b"#" * (len(new) - 1) + b"\n")
+    (tmp_path / "cloud").mkdir()
+    local = LocalTarget(tmp_path / "cloud")
+
+    def call() -> subprocess.CompletedProcess:
+        return subprocess.run([str(copy / "bin/cpi"), str(local.config_path)],
+                              input=json.dumps(local.cpi.request("has_vm", "vm-1")).encode(),
+                              capture_output=True, env=WARM, cwd="/", timeout=120)
+
+    stop = [str(copy / ".venv/bin/python"), "-I", "-S", "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); from cpi.warm import client; print(client.running())",
+            str(copy)]
+    try:
+        _until(lambda: call() and subprocess.run(stop, capture_output=True, text=True, env=WARM,
+                                                   timeout=30).stdout.strip() == "True", 60, "no helper started")
+        warm = call()
+        assert done_in(warm) < 0.05 and b"rewritten" not in warm.stderr, "the copy's calls are not warm"
+        before = module.stat()
+        data = module.read_bytes()
+        with module.open("r+b") as rewrite:  # in place: the same inode, size and (below) mtime
+            rewrite.write(data[:-len(new)] + new)
+        os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+        shutil.rmtree(module.parent / "__pycache__", ignore_errors=True)  # else a cold call runs the old .pyc too
+        after = module.stat()
+        assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+        proc = call()
+        assert json.loads(proc.stdout)["result"] is False
+        assert b"annotated_types rewritten" in proc.stderr, "served by the old code"
+    finally:
+        stop[-2] = stop[-2].replace("print(client.running())", "client.stop()")
+        subprocess.run(stop, capture_output=True, env=WARM, timeout=30)
+        local.cleanup()

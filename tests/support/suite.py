@@ -149,10 +149,52 @@ def running_before() -> set[int]:
     return {pid for pid, _ in _processes()}
 
 
-def leftovers(real_cache_before: dict, before: set[int], wait: float = 15.0) -> list[str]:
-    """What the run left behind (each line one finding); processes get `wait` seconds to
-    go (a helper the release tests started exits after its 5 s idle time), then are killed
-    so that the next run starts clean."""
+def own_helper_names(home: Path = REAL_HOME) -> set[str]:
+    """The names, relative to `home`'s ~/.cache/bosh-cpi, of the helper files this
+    checkout's bin/cpi would make there (its socket, lock and staging socket are named by
+    a digest of its interpreter and import path: another checkout's differ)."""
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from cpi.warm import where; print(where.socket_path())"
+    import subprocess
+
+    path = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-I", "-S", "-c", code, str(ROOT)],
+                          capture_output=True, text=True, env={"PATH": os.defpath, "HOME": str(home)},
+                          cwd="/", timeout=60, check=True).stdout.strip()
+    name = str(Path(path).relative_to(home / ".cache" / "bosh-cpi"))
+    return {name, f"{name}.lock"}
+
+
+def cache_changes(cache: Path, before: dict, own_names: set[str], marks: list[str]) -> tuple[list[str], list[str]]:
+    """What changed under `cache` since `before` (snapshot()), split into what the run did
+    and what it cannot have: anything else on the machine (another checkout's tests, a
+    bench, an operator) may use the CPI meanwhile. An entry is the run's when it is one of
+    the run's helper files (`own_names`, or a staging socket of one), when it is a file
+    that names one of `marks` (the run's directory, this checkout: a config path, a state
+    dir, a VM's image), or when it is a directory holding such an entry."""
+    after = snapshot(cache)
+    changed = sorted({name for name in set(after) | set(before) if after.get(name) != before.get(name)})
+
+    def names_the_run(name: str) -> bool:
+        if name in own_names or name.rsplit(".", 1)[0] in own_names:
+            return True
+        try:
+            with open(cache / name, "rb") as file:
+                data = file.read(1 << 20)
+        except OSError:  # gone, a directory, a socket
+            return False
+        return any(mark.encode() in data for mark in marks)
+
+    ours = {name for name in changed if names_the_run(name)}
+    ours |= {name for name in changed if any(other.startswith(name + os.sep) for other in ours)}
+    return ([f"the real {cache / name} changed: {before.get(name)} -> {after.get(name)}" for name in changed
+             if name in ours],
+            [f"the real {cache / name} changed meanwhile, not by this run" for name in changed if name not in ours])
+
+
+def leftovers(real_cache_before: dict, before: set[int], wait: float = 15.0) -> tuple[list[str], list[str]]:
+    """What the run left behind (each line one finding), and notes of what changed in the
+    real ~/.cache/bosh-cpi but not by the run; processes get `wait` seconds to go (a helper
+    the release tests started exits after its 5 s idle time), then are killed so that the
+    next run starts clean."""
     deadline = time.monotonic() + wait
     processes = [p for p in _processes() if p[0] not in before]
     while processes and time.monotonic() < deadline:
@@ -166,11 +208,8 @@ def leftovers(real_cache_before: dict, before: set[int], wait: float = 15.0) -> 
             continue
     tmp = root() / "tmp"
     found += [f"left in the suite's TMPDIR: {tmp / name}" for name in sorted(os.listdir(tmp))]
-    after = snapshot(REAL_CACHE)
-    if after != real_cache_before:
-        changed = sorted(set(after.items()) ^ set(real_cache_before.items()))
-        found.append(f"the real {REAL_CACHE} changed: {changed[:5]}")
-    return found
+    ours, others = cache_changes(REAL_CACHE, real_cache_before, own_helper_names(), [str(root()), str(ROOT)])
+    return found + ours, others
 
 
 def remove() -> None:
