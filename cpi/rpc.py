@@ -37,7 +37,16 @@ class Request:
         self.method, self.arguments, self.context, self.api_version = method, arguments, context, api_version
 
 
+#: The largest request read (bytes). A director's or bosh-cli's request is a few KiB (a
+#: create_vm with a big env: tens of KiB); 10 MB ones are answered (tests/conformance), and
+#: a writer that never stops (`< /dev/zero`) gets an answer instead of a MemoryError.
+REQUEST_LIMIT = 32 << 20
+
+
 def parse_request(raw: bytes) -> Request:
+    if len(raw) > REQUEST_LIMIT:
+        raise errors.CpiError(f"Must provide a request of at most {REQUEST_LIMIT >> 20} MiB: "
+                              "stdin held more, and the rest was not read")
     if not raw.strip():
         raise errors.CpiError("Must provide valid JSON payload: stdin was empty")
     try:
@@ -140,19 +149,23 @@ def _log_level() -> int:
 
 
 def read_all(fd: int) -> tuple[bytes, str | None]:
-    """All of stdin, and why reading stopped before its end if it did. A closed or
-    unreadable stdin reads as empty (and gets the empty-stdin error), never a traceback."""
+    """All of stdin up to one byte over REQUEST_LIMIT (which parse_request then refuses), and
+    why reading stopped before its end if it did. A closed or unreadable stdin reads as empty
+    (and gets the empty-stdin error), never a traceback."""
     chunks: list[bytes] = []
-    while True:
+    left = REQUEST_LIMIT + 1
+    while left > 0:
         try:
-            chunk = os.read(fd, 1 << 20)
+            chunk = os.read(fd, min(1 << 20, left))
         except InterruptedError:
             continue
         except OSError as exc:
             return b"".join(chunks), exc.strerror
         if not chunk:
-            return b"".join(chunks), None
+            break
         chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks), None
 
 
 def serve_once(stdin_fd: int, stdout_fd: int, config_path: str | None,

@@ -10,6 +10,7 @@ import sys
 
 from .where import (
     MAX_HEADER,
+    MAX_STDIN,
     NATIVE,
     REQUEST_TIMEOUT,
     peer_pid,
@@ -352,6 +353,8 @@ def _receive_request(connection) -> tuple[dict, bytes]:
     if size > MAX_HEADER:
         raise OSError("request header too large")
     header = json.loads(_receive_exactly(connection, received, size))
+    if not 0 <= header.get("stdin", 0) <= MAX_STDIN:
+        raise OSError("request body too large")
     stdin = _receive_exactly(connection, received, header.get("stdin", 0))
     return header, stdin
 

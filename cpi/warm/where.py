@@ -21,6 +21,10 @@ START_TIMEOUT = 2.0
 REQUEST_TIMEOUT = 5.0
 #: The longest request header (argv, environment, umask) a helper reads.
 MAX_HEADER = 1 << 20
+#: The most request bytes a client sends: what cpi.rpc.read_all reads at most (its
+#: REQUEST_LIMIT and one byte more, which parse_request refuses). Not imported from the wire,
+#: which this package stays below; tests/conformance/test_wire.py checks the two agree.
+MAX_STDIN = (32 << 20) + 1
 NATIVE = sys.byteorder
 
 

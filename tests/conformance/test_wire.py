@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from tests.support.runner import BIN_CPI, DIRECTOR_ENV, ROOT, WIPED_ENV, Cpi, run_raw
+from tests.support.runner import BIN_CPI, COLD_ENV, DIRECTOR_ENV, ROOT, WARM_ENV, WIPED_ENV, Cpi, run_raw
 
 
 @pytest.fixture
@@ -399,3 +399,21 @@ def test_a_nul_byte_that_would_reach_the_os_is_a_cpi_error_naming_the_field(tmp_
     assert response.error is not None and response.error["type"] == "Bosh::Clouds::CpiError", response.error
     assert where in response.error["message"] and "NUL byte" in response.error["message"]
     assert "unexpected" not in response.error["message"]
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_a_request_that_never_ends_gets_one_answer(config, warm):
+    """A writer that never stops (`< /dev/zero`) is read up to the request cap and answered,
+    warm or cold, instead of being read until memory runs out."""
+    from cpi import rpc
+    from cpi.warm import where
+
+    assert where.MAX_STDIN == rpc.REQUEST_LIMIT + 1
+    env = WARM_ENV if warm else COLD_ENV
+    with open("/dev/zero", "rb") as zero:
+        proc = subprocess.run([str(BIN_CPI), str(config)], stdin=zero, capture_output=True, env=env, cwd="/",
+                              timeout=60)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stdout
+    doc = json.loads(proc.stdout)
+    assert doc["error"]["type"] == "Bosh::Clouds::CpiError", doc["error"]
+    assert "at most 32 MiB" in doc["error"]["message"]
