@@ -89,9 +89,28 @@ def print_data(value: Any, args: Any, rows: str | None = None) -> None:
     if getattr(args, "yaml", False):
         import yaml
 
-        sys.stdout.write(yaml.safe_dump(value, default_flow_style=False, sort_keys=True, allow_unicode=True))
+        # Readable non-ASCII text as it is, unless some text holds a character PyYAML counts
+        # as printable that a terminal does not show as itself (U+202E, U+2066...): then the
+        # whole document escapes all but ASCII, as --json does. The values read back the same.
+        plain = not _any_text(value, _hides_beyond_ascii)
+        sys.stdout.write(yaml.safe_dump(value, default_flow_style=False, sort_keys=True, allow_unicode=plain))
     else:
         print_json(value)
+
+
+def _hides_beyond_ascii(text: str) -> bool:
+    return not text.isascii() and any(not c.isascii() and unicodedata.category(c) in _HIDDEN for c in text)
+
+
+def _any_text(value: Any, test: Callable[[str], bool]) -> bool:
+    """Whether `test` holds for any string in `value`, keys included."""
+    if isinstance(value, str):
+        return test(value)
+    if isinstance(value, dict):
+        return any(_any_text(key, test) or _any_text(item, test) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(_any_text(item, test) for item in value)
+    return False
 
 
 def picked(value: Any, columns: Any, rows: str | None = None) -> Any:

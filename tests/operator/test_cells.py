@@ -101,6 +101,22 @@ def test_json_gives_every_value_back_exactly(tagged):
     assert line["request_id"] == REQUEST
 
 
+def test_yaml_gives_every_value_back_and_shows_no_bidi_character_raw(tagged):
+    """PyYAML writes U+202E and U+2066 as they are when asked for readable Unicode: a document
+    holding one is written escaped throughout, and still reads back to the same values."""
+    import yaml
+
+    listed = run("list", "vms", "--config", str(tagged["config"]), "--yaml")
+    trail = run("audit", "--config", str(tagged["config"]), "--action", "tag", "--yaml")
+    assert listed.returncode == trail.returncode == 0, listed.stderr + trail.stderr
+    for out in (listed.stdout, trail.stdout):
+        assert not hidden(out), [hex(ord(c)) for c in hidden(out)]
+    [vm] = yaml.safe_load(listed.stdout)
+    assert {k: vm["tags"][k] for k in tagged["tags"]} == tagged["tags"]
+    [line] = yaml.safe_load(trail.stdout)
+    assert line["request_id"] == REQUEST
+
+
 def test_an_error_echoing_a_cid_is_one_escaped_line(tagged):
     """Piped, the error line; on a terminal, the spinner naming the cid too."""
     argv = ("show", "vm", "vm-\x1b[2J\x1bc\nforged\u202e", "--config", str(tagged["config"]))
