@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from cpi import retry
 from cpi.errors import BoshError, CloudError
 
+from . import bounded
+
 
 class ConnectFailed(OSError):
     """Opening a connection (TCP, then TLS) to the vCenter failed or timed out: no request
@@ -58,6 +60,8 @@ def classifier(*, idempotent: bool) -> retry.Classifier:
     def classify(exc: BaseException) -> retry.Verdict:
         if isinstance(exc, BoshError):
             return retry.PERMANENT  # already translated (a failed re-login): its own budget is spent
+        if isinstance(exc, (bounded.Overdue, bounded.TooLarge)):
+            return retry.PERMANENT  # a trickle or a flood: asking again costs as much again
         if isinstance(exc, ConnectFailed):
             return unreached(exc)
         if isinstance(exc, ssl.SSLCertVerificationError):
@@ -147,6 +151,13 @@ def to_cloud_error(exc: BaseException, *, what: str, endpoint: str, user: str, s
     if isinstance(exc, ssl.SSLCertVerificationError):
         return CloudError(scrub(f"{what}: {peer} at {endpoint} has a certificate that is not trusted "
                                 f"({exc.verify_message}); {untrusted_hint}", secrets))
+    if isinstance(exc, bounded.Overdue):
+        return CloudError(f"{what}: {peer} at {endpoint} did not complete its answer within read_timeout "
+                          f"({exc.seconds:g}s), which bounds each whole request ({exc.received} bytes of the answer "
+                          "by then)")
+    if isinstance(exc, bounded.TooLarge):
+        return CloudError(f"{what}: the answer of {peer} at {endpoint} is too large: more than the "
+                          f"{exc.cap >> 20} MiB this CPI reads of one answer")
     if isinstance(exc, TimeoutError):
         return CloudError(f"{what}: {peer} at {endpoint} did not answer within read_timeout "
                           f"({read_timeout:g}s)", ok_to_retry=True)

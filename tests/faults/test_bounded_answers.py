@@ -1,0 +1,88 @@
+"""A peer that answers, but never enough, fails the call within its bounds (#33): a vCenter
+or an NSX-T manager trickling its answer a byte a second once held a call for ever (each
+read waited its read_timeout, and a byte came every second), and `cpi list vms --timeout 5`
+with it; a vCenter's 300 MiB answer was read whole (650 MiB of memory). Now read_timeout
+bounds each whole request and an answer is read up to cpi/clouds/vsphere/bounded.py's cap,
+and either failure is a CloudError naming the peer and the bound, not retried.
+
+The stand-ins are tests/faults/trickle.py's; the calls are real bin/cpi processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cpi.clouds.vsphere.bounded import ANSWER_CAP
+from tests.faults import test_unreachable as unreachable
+from tests.faults.trickle import Peer, huge, trickle
+from tests.operator.test_cli_timeout import run
+from tests.support.runner import BIN_CPI, COLD_ENV, Cpi
+
+READ_TIMEOUT = 3
+
+
+@pytest.fixture(scope="module")
+def trickling():
+    peer = Peer(trickle, tls=True)
+    yield peer
+    peer.close()
+
+
+def test_a_trickling_vcenter_fails_the_call_within_read_timeout(trickling, tmp_path):
+    config = unreachable.vsphere(tmp_path / "cpi.json", trickling.address, read_timeout=READ_TIMEOUT)
+    error, _, took = unreachable.unreachable(Cpi(config), unreachable.HAS_VM, READ_TIMEOUT + unreachable.SLACK)
+    assert took >= READ_TIMEOUT * 0.9, took
+    assert (f"GET /sdk/vimServiceVersions.xml: the vCenter at {trickling.address} did not complete its answer "
+            f"within read_timeout ({READ_TIMEOUT}s), which bounds each whole request") in error["message"], error
+    assert trickling.requests >= 1
+
+
+def test_a_trickling_nsxt_manager_fails_the_call_within_read_timeout(trickling, tmp_path):
+    config = unreachable.vsphere(tmp_path / "cpi.json", trickling.address, read_timeout=READ_TIMEOUT,
+                                 nsxt={"host": trickling.address, "username": "admin", "password": unreachable.SECRET})
+    error, _, _ = unreachable.unreachable(Cpi(config), unreachable.CREATE_NETWORK, READ_TIMEOUT + unreachable.SLACK)
+    assert f"the NSX-T manager at {trickling.address} did not complete its answer within read_timeout" \
+        in error["message"], error
+
+
+def test_cpi_list_vms_with_timeout_5_ends_in_5_s_against_a_trickling_vcenter(trickling, tmp_path):
+    config = unreachable.vsphere(tmp_path / "cpi.json", trickling.address)  # read_timeout: its default, 120 s
+    proc, took = run("list", "vms", "--config", str(config), "--timeout", "5")
+    assert 4.5 <= took < 5 + unreachable.SLACK, (took, proc.stderr)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    assert f"the vCenter at {trickling.address} did not complete its answer within read_timeout (5s)" in proc.stderr
+    assert unreachable.SECRET not in proc.stderr
+
+
+#: runs bin/cpi (argv) with stdin and prints its peak RSS in KiB: the only child of a fresh
+#: parent, so RUSAGE_CHILDREN is bin/cpi's alone
+PEAK = ("import resource, subprocess, sys\n"
+        "proc = subprocess.run(sys.argv[1:], input=sys.stdin.buffer.read(), capture_output=True)\n"
+        "sys.stdout.write(proc.stdout.decode() + '\\n' + str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))")
+
+
+def test_a_300_mib_answer_fails_at_the_cap_without_reading_it(tmp_path):
+    """The answer is streamed as fast as bin/cpi reads it; its peak RSS stays far below."""
+    peer = Peer(huge, tls=True)
+    try:
+        config = unreachable.vsphere(tmp_path / "cpi.json", peer.address)
+        request = json.dumps(Cpi(config).request(*unreachable.HAS_VM)).encode()
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-c", PEAK, str(BIN_CPI), str(config)], input=request,
+                              capture_output=True, env=dict(COLD_ENV), timeout=120)
+        took = time.monotonic() - started
+    finally:
+        peer.close()
+    out, _, peak = proc.stdout.decode().rpartition("\n")
+    error = json.loads(out)["error"]
+    assert error["type"] == "Bosh::Clouds::CloudError" and error["ok_to_retry"] is False, error
+    assert (f"the answer of the vCenter at {peer.address} is too large: more than the {ANSWER_CAP >> 20} MiB "
+            "this CPI reads of one answer") in error["message"], error
+    assert peer.requests == 1  # not asked again
+    peak_mib = int(peak) / 1024
+    print(f"300 MiB answer: failed in {took:.1f}s, bin/cpi's peak RSS {peak_mib:.0f} MiB")
+    assert peak_mib < (ANSWER_CAP >> 20) + 160, peak_mib
