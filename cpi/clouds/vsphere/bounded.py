@@ -25,8 +25,8 @@ import time
 from typing import Any
 
 #: Bytes read of one answer at most. The largest answers this CPI asks for are the
-#: property collector's pages (collector.py) and the NSX managers' listings: a page of a
-#: big inventory is a few MiB (see docs/vsphere.md, "Bounds"); 64 MiB is ten times that.
+#: property collector's (collector.py) and the NSX managers' listings; a generous bound,
+#: not yet measured against the largest answer of a big inventory (docs/throttling.md).
 ANSWER_CAP = 64 << 20
 
 
