@@ -57,8 +57,11 @@ class Budget:
         self.received = 0
 
     def remaining(self) -> float:
-        """Seconds left; Overdue when none are."""
+        """Seconds left; when none are, Overdue once the peer sent something (a trickle),
+        and a TimeoutError, as a socket's, when it sent nothing."""
         left = self.deadline - time.monotonic()
+        if left <= 0 and not self.received:
+            raise TimeoutError("timed out")  # a silent peer: a read timeout, retried as ever where safe
         if left <= 0:
             raise Overdue(self.seconds, self.received)
         return left
