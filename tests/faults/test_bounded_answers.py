@@ -2,7 +2,7 @@
 or an NSX-T manager trickling its answer a byte a second once held a call for ever (each
 read waited its read_timeout, and a byte came every second), and `cpi list vms --timeout 5`
 with it; a vCenter's 300 MiB answer was read whole (650 MiB of memory). Now read_timeout
-bounds each whole request and an answer is read up to cpi/clouds/vsphere/bounded.py's cap,
+bounds each whole request and an answer is read up to cpi/bounded.py's cap,
 and either failure is a CloudError naming the peer and the bound, not retried.
 
 The stand-ins are tests/faults/trickle.py's; the calls are real bin/cpi processes."""
@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from cpi.clouds.vsphere.bounded import ANSWER_CAP
+from cpi.bounded import ANSWER_CAP
 from tests.faults import test_unreachable as unreachable
 from tests.faults.trickle import Peer, huge, trickle
 from tests.operator.test_cli_timeout import run
@@ -65,24 +65,57 @@ PEAK = ("import resource, subprocess, sys\n"
         "sys.stdout.write(proc.stdout.decode() + '\\n' + str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))")
 
 
-def test_a_300_mib_answer_fails_at_the_cap_without_reading_it(tmp_path):
-    """The answer is streamed as fast as bin/cpi reads it; its peak RSS stays far below."""
-    peer = Peer(huge, tls=True)
-    try:
-        config = unreachable.vsphere(tmp_path / "cpi.json", peer.address)
-        request = json.dumps(Cpi(config).request(*unreachable.HAS_VM)).encode()
-        started = time.monotonic()
-        proc = subprocess.run([sys.executable, "-c", PEAK, str(BIN_CPI), str(config)], input=request,
-                              capture_output=True, env=dict(COLD_ENV), timeout=120)
-        took = time.monotonic() - started
-    finally:
-        peer.close()
-    out, _, peak = proc.stdout.decode().rpartition("\n")
+#: (a config naming the stand-in `peer`, and how the error names the peer) of each cloud
+CLOUDS = {
+    "vsphere": (lambda path, peer: unreachable.vsphere(path, peer.address, read_timeout=READ_TIMEOUT),
+                lambda peer: f"the vCenter at {peer.address}"),
+    "aws": (lambda path, peer: unreachable.aws(path, peer.url, read_timeout=READ_TIMEOUT,
+                                               retry_budget_seconds=unreachable.BUDGET), lambda peer: peer.url),
+    "openstack": (lambda path, peer: unreachable.openstack(path, f"{peer.url}/v3", read_timeout=READ_TIMEOUT),
+                  lambda peer: f"{peer.url}/v3"),
+}
+
+
+def peak(config) -> tuple[dict, float, float]:
+    """The error of has_vm through bin/cpi (a cold process), the seconds it took and its peak RSS in MiB."""
+    request = json.dumps(Cpi(config).request(*unreachable.HAS_VM)).encode()
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", PEAK, str(BIN_CPI), str(config)], input=request,
+                          capture_output=True, env=dict(COLD_ENV), timeout=120)
+    took = time.monotonic() - started
+    out, _, rss = proc.stdout.decode().rpartition("\n")
     error = json.loads(out)["error"]
     assert error["type"] == "Bosh::Clouds::CloudError" and error["ok_to_retry"] is False, error
-    assert (f"the answer of the vCenter at {peer.address} is too large: more than the {ANSWER_CAP >> 20} MiB "
-            "this CPI reads of one answer") in error["message"], error
+    assert unreachable.SECRET not in out
+    return error, took, int(rss) / 1024
+
+
+@pytest.mark.parametrize("cloud", ["aws", "openstack"])
+def test_a_trickling_endpoint_fails_the_call_within_read_timeout(cloud, tmp_path):
+    """botocore's and keystoneauth's answers too (urllib3 bounded each read only)."""
+    config, named = CLOUDS[cloud]
+    peer = Peer(trickle)
+    try:
+        error, took, _ = peak(config(tmp_path / "cpi.json", peer))
+    finally:
+        peer.close()
+    assert READ_TIMEOUT * 0.9 <= took < READ_TIMEOUT + unreachable.SLACK, took
+    assert (f"{named(peer)} did not complete its answer within read_timeout ({READ_TIMEOUT}s), which bounds each "
+            "whole request") in error["message"], error
     assert peer.requests == 1  # not asked again
-    peak_mib = int(peak) / 1024
-    print(f"300 MiB answer: failed in {took:.1f}s, bin/cpi's peak RSS {peak_mib:.0f} MiB")
-    assert peak_mib < (ANSWER_CAP >> 20) + 160, peak_mib
+
+
+@pytest.mark.parametrize("cloud", sorted(CLOUDS))
+def test_a_300_mib_answer_fails_at_the_cap_without_reading_it(cloud, tmp_path):
+    """The answer is streamed as fast as bin/cpi reads it; its peak RSS stays far below."""
+    config, named = CLOUDS[cloud]
+    peer = Peer(huge, tls=cloud == "vsphere")
+    try:
+        error, took, rss = peak(config(tmp_path / "cpi.json", peer))
+    finally:
+        peer.close()
+    assert (f"the answer of {named(peer)} is too large: more than the {ANSWER_CAP >> 20} MiB this CPI reads of "
+            "one answer") in error["message"], error
+    assert peer.requests == 1  # not asked again
+    print(f"{cloud}: a 300 MiB answer failed in {took:.1f}s, bin/cpi's peak RSS {rss:.0f} MiB")
+    assert rss < (ANSWER_CAP >> 20) + 160, rss

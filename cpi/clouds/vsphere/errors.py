@@ -16,10 +16,8 @@ import http.client
 import ssl
 from collections.abc import Iterable
 
-from cpi import retry
+from cpi import bounded, retry
 from cpi.errors import BoshError, CloudError
-
-from . import bounded
 
 
 class ConnectFailed(OSError):
@@ -151,13 +149,8 @@ def to_cloud_error(exc: BaseException, *, what: str, endpoint: str, user: str, s
     if isinstance(exc, ssl.SSLCertVerificationError):
         return CloudError(scrub(f"{what}: {peer} at {endpoint} has a certificate that is not trusted "
                                 f"({exc.verify_message}); {untrusted_hint}", secrets))
-    if isinstance(exc, bounded.Overdue):
-        return CloudError(f"{what}: {peer} at {endpoint} did not complete its answer within read_timeout "
-                          f"({exc.seconds:g}s), which bounds each whole request ({exc.received} bytes of the answer "
-                          "by then)")
-    if isinstance(exc, bounded.TooLarge):
-        return CloudError(f"{what}: the answer of {peer} at {endpoint} is too large: more than the "
-                          f"{exc.cap >> 20} MiB this CPI reads of one answer")
+    if isinstance(exc, (bounded.Overdue, bounded.TooLarge)):
+        return CloudError(f"{what}: {bounded.message(exc, f'{peer} at {endpoint}')}")
     if isinstance(exc, TimeoutError):
         return CloudError(f"{what}: {peer} at {endpoint} did not answer within read_timeout "
                           f"({read_timeout:g}s)", ok_to_retry=True)

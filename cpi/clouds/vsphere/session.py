@@ -41,10 +41,10 @@ import time
 import xml.etree.ElementTree as ElementTree
 from typing import TYPE_CHECKING, Any
 
-from cpi import plan, retry
+from cpi import bounded, plan, retry
 from cpi.errors import CloudError
 
-from . import audited, bounded, errors
+from . import audited, errors
 
 if TYPE_CHECKING:
     from .props import VsphereProperties

@@ -1,9 +1,10 @@
-"""What one answer of a vCenter or NSX manager may cost: its time and its size.
+"""What one answer of a peer may cost: its time and its size.
 
 A socket's timeout bounds each read, not a request: a server that sends one byte a second
 never lets a read time out, and held a call (and `cpi list vms --timeout 5`) for ever. And
-http.client reads an answer whole, however large: a 300 MiB answer took 650 MiB of memory.
-So every request of this cloud's connections (session.py's `_Connection`) has
+http.client (and urllib3 under botocore and requests) reads an answer whole, however large:
+a 300 MiB answer took 650 MiB of memory from a vCenter, 1.8 GiB from an EC2 endpoint. So
+every request of the vsphere cloud's connections (its session.py's `_Connection`) has
 
 - a deadline: connecting, sending and reading the complete answer end within
   `read_timeout` of the request's start (`connect_timeout` bounds the connecting within
@@ -13,8 +14,14 @@ So every request of this cloud's connections (session.py's `_Connection`) has
 - a cap on what is read of one answer: ANSWER_CAP bytes, status line and headers
   included.
 
+AWS's and OpenStack's requests go through urllib3, whose connections (`urllib3_answers`)
+read each answer through the same reader: complete within the read timeout urllib3 set
+(their `read_timeout`) from the moment the request is sent (connecting is bounded by
+`connect_timeout`, sending by the socket's timeout, before it), and up to ANSWER_CAP.
+
 Passing either is not a busy server that a retry would find better: the request fails at
-once (no retry), as a CloudError that names the peer and the bound, not ok_to_retry."""
+once (no retry: cpi.retry knows these errors in any wrapping), as a CloudError that names
+the peer and the bound, not ok_to_retry."""
 
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ import io
 import socket
 import time
 from typing import Any
+
+from cpi.connecting import causes
 
 #: Bytes read of one answer at most. The largest answers this CPI asks for are the
 #: property collector's (collector.py) and the NSX managers' listings; a generous bound,
@@ -80,7 +89,7 @@ class _Reader(io.RawIOBase):
     """The socket's reader (http.client's `sock.makefile("rb")`), each read waiting no
     longer than the request's deadline allows and counted against the cap."""
 
-    def __init__(self, raw: Any, sock: socket.socket, budget: Budget, read_timeout: float):
+    def __init__(self, raw: Any, sock: socket.socket, budget: Budget, read_timeout: float | None):
         super().__init__()
         self._raw, self._sock, self._budget, self._read_timeout = raw, sock, budget, read_timeout
 
@@ -88,7 +97,7 @@ class _Reader(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        self._sock.settimeout(min(self._read_timeout, self._budget.remaining()))
+        self._sock.settimeout(min(self._read_timeout or float("inf"), self._budget.remaining()))
         try:
             read = self._raw.readinto(buffer)
         except TimeoutError:
@@ -105,7 +114,37 @@ class _Reader(io.RawIOBase):
 class Response(http.client.HTTPResponse):
     """http.client's response, read through `_Reader`."""
 
-    def __init__(self, sock: socket.socket, *args: Any, budget: Budget, read_timeout: float, **kwargs: Any):
+    def __init__(self, sock: socket.socket, *args: Any, budget: Budget, read_timeout: float | None, **kwargs: Any):
         super().__init__(sock, *args, **kwargs)
         raw = self.fp.detach()  # the SocketIO, which keeps the socket open until the answer is read
         self.fp = io.BufferedReader(_Reader(raw, sock, budget, read_timeout))
+
+
+def exceeded(exc: BaseException) -> Overdue | TooLarge | None:
+    """The bound `exc` says was passed, in whatever an SDK wrapped it (botocore's
+    HTTPClientError, keystoneauth's): None for another failure."""
+    return next((e for e in causes(exc) if isinstance(e, (Overdue, TooLarge))), None)
+
+
+def message(bound: Overdue | TooLarge, peer: str) -> str:
+    """What went wrong with `peer` ("the vCenter at vc:443", an endpoint's URL), for an error."""
+    if isinstance(bound, TooLarge):
+        return f"the answer of {peer} is too large: more than the {bound.cap >> 20} MiB this CPI reads of one answer"
+    return (f"{peer} did not complete its answer within read_timeout ({bound.seconds:g}s), which bounds each whole "
+            f"request ({bound.received} bytes of the answer by then)")
+
+
+def _urllib3_response(sock: socket.socket, *args: Any, **kwargs: Any) -> http.client.HTTPResponse:
+    """urllib3's connection has set the socket's timeout to the request's read timeout just
+    before it reads the answer: that is the answer's deadline."""
+    timeout = sock.gettimeout()
+    budget = Budget(timeout if timeout else float("inf"))
+    return Response(sock, *args, budget=budget, read_timeout=timeout, **kwargs)
+
+
+def urllib3_answers() -> None:
+    """Every urllib3 connection of this process (botocore's, requests') reads its answers
+    bounded as above. Before its first connection: botocore's keeps the class it found."""
+    from urllib3 import connection
+
+    connection.HTTPConnection.response_class = staticmethod(_urllib3_response)  # type: ignore[assignment]
