@@ -34,8 +34,9 @@ from typing import Any
 from cpi.connecting import causes
 
 #: Bytes read of one answer at most. The largest answers this CPI asks for are the
-#: property collector's (collector.py) and the NSX managers' listings; a generous bound,
-#: not yet measured against the largest answer of a big inventory (docs/throttling.md).
+#: property collector's (collector.py): `cpi list vms` over 10,000 VMs was one answer of
+#: 24.4 MiB from vcsim, which does not page (about 2.5 KiB a VM, its extraConfig with the
+#: agent's settings; a vCenter pages by its own page size). 64 MiB holds about 26,000.
 ANSWER_CAP = 64 << 20
 
 
