@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import http.client
 import io
+import math
 import socket
 import time
 from typing import Any
@@ -98,7 +99,8 @@ class _Reader(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        self._sock.settimeout(min(self._read_timeout or float("inf"), self._budget.remaining()))
+        wait = min(self._read_timeout or math.inf, self._budget.remaining())
+        self._sock.settimeout(None if wait == math.inf else wait)  # urllib3 without a read timeout: none
         try:
             read = self._raw.readinto(buffer)
         except TimeoutError:
@@ -139,7 +141,7 @@ def _urllib3_response(sock: socket.socket, *args: Any, **kwargs: Any) -> http.cl
     """urllib3's connection has set the socket's timeout to the request's read timeout just
     before it reads the answer: that is the answer's deadline."""
     timeout = sock.gettimeout()
-    budget = Budget(timeout if timeout else float("inf"))
+    budget = Budget(timeout if timeout else math.inf)
     return Response(sock, *args, budget=budget, read_timeout=timeout, **kwargs)
 
 
