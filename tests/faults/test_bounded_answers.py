@@ -49,12 +49,21 @@ def test_a_trickling_nsxt_manager_fails_the_call_within_read_timeout(trickling, 
         in error["message"], error
 
 
-def test_cpi_list_vms_with_timeout_5_ends_in_5_s_against_a_trickling_vcenter(trickling, tmp_path):
-    config = unreachable.vsphere(tmp_path / "cpi.json", trickling.address)  # read_timeout: its default, 120 s
-    proc, took = run("list", "vms", "--config", str(config), "--timeout", "5")
+@pytest.mark.parametrize("cloud", ["vsphere", "aws"])
+def test_cpi_list_vms_with_timeout_5_ends_in_5_s_against_a_trickling_peer(cloud, tmp_path):
+    """read_timeout at its default (120 s, 60 s): --timeout lowers it, for the whole request."""
+    peer = Peer(trickle, tls=cloud == "vsphere")
+    if cloud == "vsphere":
+        config, named = unreachable.vsphere(tmp_path / "cpi.json", peer.address), f"the vCenter at {peer.address}"
+    else:
+        config, named = unreachable.aws(tmp_path / "cpi.json", peer.url), peer.url
+    try:
+        proc, took = run("list", "vms", "--config", str(config), "--timeout", "5")
+    finally:
+        peer.close()
     assert 4.5 <= took < 5 + unreachable.SLACK, (took, proc.stderr)
     assert proc.returncode == 1 and proc.stdout == "", proc.stderr
-    assert f"the vCenter at {trickling.address} did not complete its answer within read_timeout (5s)" in proc.stderr
+    assert f"{named} did not complete its answer within read_timeout (5s)" in proc.stderr, proc.stderr
     assert unreachable.SECRET not in proc.stderr
 
 
