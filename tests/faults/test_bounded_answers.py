@@ -32,19 +32,11 @@ def trickling():
     peer.close()
 
 
-def test_a_trickling_vcenter_fails_the_call_within_read_timeout(trickling, tmp_path):
-    config = unreachable.vsphere(tmp_path / "cpi.json", trickling.address, read_timeout=READ_TIMEOUT)
-    error, _, took = unreachable.unreachable(Cpi(config), unreachable.HAS_VM, READ_TIMEOUT + unreachable.SLACK)
-    assert took >= READ_TIMEOUT * 0.9, took
-    assert (f"GET /sdk/vimServiceVersions.xml: the vCenter at {trickling.address} did not complete its answer "
-            f"within read_timeout ({READ_TIMEOUT}s), which bounds each whole request") in error["message"], error
-    assert trickling.requests >= 1
-
-
 def test_a_trickling_nsxt_manager_fails_the_call_within_read_timeout(trickling, tmp_path):
     config = unreachable.vsphere(tmp_path / "cpi.json", trickling.address, read_timeout=READ_TIMEOUT,
                                  nsxt={"host": trickling.address, "username": "admin", "password": unreachable.SECRET})
-    error, _, _ = unreachable.unreachable(Cpi(config), unreachable.CREATE_NETWORK, READ_TIMEOUT + unreachable.SLACK)
+    error, took, _ = peak(config, unreachable.CREATE_NETWORK)
+    assert took < READ_TIMEOUT + unreachable.SLACK, took
     assert f"the NSX-T manager at {trickling.address} did not complete its answer within read_timeout" \
         in error["message"], error
 
@@ -85,12 +77,13 @@ CLOUDS = {
 }
 
 
-def peak(config) -> tuple[dict, float, float]:
-    """The error of has_vm through bin/cpi (a cold process), the seconds it took and its peak RSS in MiB."""
-    request = json.dumps(Cpi(config).request(*unreachable.HAS_VM)).encode()
+def peak(config, call: tuple = unreachable.HAS_VM) -> tuple[dict, float, float]:
+    """The error of `call` through bin/cpi (a cold process), the seconds it took and its peak
+    RSS in MiB; a call still running after 30 s fails the test (as every one did before)."""
+    request = json.dumps(Cpi(config).request(*call)).encode()
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", PEAK, str(BIN_CPI), str(config)], input=request,
-                          capture_output=True, env=dict(COLD_ENV), timeout=120)
+                          capture_output=True, env=dict(COLD_ENV), timeout=30)
     took = time.monotonic() - started
     out, _, rss = proc.stdout.decode().rpartition("\n")
     error = json.loads(out)["error"]
@@ -99,11 +92,12 @@ def peak(config) -> tuple[dict, float, float]:
     return error, took, int(rss) / 1024
 
 
-@pytest.mark.parametrize("cloud", ["aws", "openstack"])
+@pytest.mark.parametrize("cloud", sorted(CLOUDS))
 def test_a_trickling_endpoint_fails_the_call_within_read_timeout(cloud, tmp_path):
-    """botocore's and keystoneauth's answers too (urllib3 bounded each read only)."""
+    """The vCenter's first request (GET /sdk/vimServiceVersions.xml), botocore's and
+    keystoneauth's too (urllib3 bounded each read only)."""
     config, named = CLOUDS[cloud]
-    peer = Peer(trickle)
+    peer = Peer(trickle, tls=cloud == "vsphere")
     try:
         error, took, _ = peak(config(tmp_path / "cpi.json", peer))
     finally:
