@@ -147,7 +147,26 @@ def _urllib3_response(sock: socket.socket, *args: Any, **kwargs: Any) -> http.cl
 
 def urllib3_answers() -> None:
     """Every urllib3 connection of this process (botocore's, requests') reads its answers
-    bounded as above. Before its first connection: botocore's keeps the class it found."""
-    from urllib3 import connection
+    bounded as above. Before its first connection: botocore's keeps the class it found.
+
+    An answer urllib3 decompresses (requests asks for gzip) is capped as it is decoded too:
+    a 1 MiB gzip of zeros that a Keystone sent became 1 GiB (2.1 GiB of memory)."""
+    from urllib3 import connection, response
 
     connection.HTTPConnection.response_class = staticmethod(_urllib3_response)  # type: ignore[assignment]
+    if not getattr(response.HTTPResponse._decode, "bounded", False):
+        response.HTTPResponse._decode = _decoded(response.HTTPResponse._decode)  # type: ignore[method-assign]
+
+
+def _decoded(decode: Any) -> Any:
+    """urllib3's `_decode`, counting what it gives of one answer against ANSWER_CAP."""
+
+    def bounded_decode(self: Any, *args: Any, **kwargs: Any) -> bytes:
+        data = decode(self, *args, **kwargs)
+        self.cpi_decoded = getattr(self, "cpi_decoded", 0) + len(data)
+        if self.cpi_decoded > ANSWER_CAP:
+            raise TooLarge(ANSWER_CAP)
+        return data
+
+    bounded_decode.bounded = True  # type: ignore[attr-defined]
+    return bounded_decode

@@ -18,7 +18,7 @@ import pytest
 
 from cpi.bounded import ANSWER_CAP
 from tests.faults import test_unreachable as unreachable
-from tests.faults.trickle import Peer, huge, trickle
+from tests.faults.trickle import Peer, bomb, huge, trickle
 from tests.operator.test_cli_timeout import run
 from tests.support.runner import BIN_CPI, COLD_ENV, Cpi
 
@@ -121,4 +121,18 @@ def test_a_300_mib_answer_fails_at_the_cap_without_reading_it(cloud, tmp_path):
             "one answer") in error["message"], error
     assert peer.requests == 1  # not asked again
     print(f"{cloud}: a 300 MiB answer failed in {took:.1f}s, bin/cpi's peak RSS {rss:.0f} MiB")
+    assert rss < (ANSWER_CAP >> 20) + 160, rss
+
+
+def test_a_gzip_bomb_fails_at_the_cap_as_it_is_decoded(tmp_path):
+    """requests asks for gzip and urllib3 decodes it: a 1 MiB answer was 1 GiB (2.1 GiB of
+    memory) from a Keystone. (botocore decodes nothing; pyVmomi's SOAP answers stream into
+    its parser.)"""
+    config, named = CLOUDS["openstack"]
+    peer = Peer(bomb)
+    try:
+        error, _, rss = peak(config(tmp_path / "cpi.json", peer))
+    finally:
+        peer.close()
+    assert f"the answer of {named(peer)} is too large: more than the {ANSWER_CAP >> 20} MiB" in error["message"]
     assert rss < (ANSWER_CAP >> 20) + 160, rss

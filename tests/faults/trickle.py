@@ -10,6 +10,7 @@ import socket
 import ssl
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 
 from tests.faults.proxy import _tls_context
@@ -32,6 +33,17 @@ def huge(size: int = 300 << 20) -> Iterator[bytes]:
     yield HEAD.replace(b"{type}", b"text/xml").replace(b"{length}", str(size).encode())
     for _ in range(size // len(chunk)):
         yield chunk
+
+
+def bomb(size: int = 1 << 30) -> Iterator[bytes]:
+    """`size` bytes of zeros, gzipped as they are sent (about a thousandth of it on the
+    wire), until the connection closes: what urllib3 decodes for requests."""
+    yield (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+           b"Connection: close\r\n\r\n")
+    gzip, zeros = zlib.compressobj(9, zlib.DEFLATED, 31), bytes(1 << 20)
+    for _ in range(size >> 20):
+        yield gzip.compress(zeros)
+    yield gzip.flush()
 
 
 class Peer(Hung):
