@@ -218,11 +218,15 @@ def call(
     rng: random.Random | None = None,
     shared: str | None = None,
     unreachable: Callable[[Verdict], BaseException] | None = None,
+    peer: str | None = None,
 ) -> T:
     """Run `fn()` until it succeeds, a PERMANENT error, or the budget/attempts run out;
     the last exception is re-raised unchanged, so callers translate it as usual, but for
     one whose connection could not be opened (`Verdict.unopened`): `unreachable(verdict)`,
     when given, is raised instead (the caller knows which endpoint and setting to name).
+    An answer that passed cpi.bounded's bounds (a trickle, a flood) is never retried, and
+    leaves, when `peer` (the endpoint, as an error names it) is given, as a CloudError
+    naming it and the bound.
 
     `shared` names the endpoint whose rate all CPI processes on this machine share
     (cpi.backoff): every attempt waits for its turn, a throttled answer slows every
@@ -237,7 +241,7 @@ def call(
     def verdict_of(exc: BaseException) -> Verdict:
         # classify once per exception: a classifier may itself ask the cloud
         if id(exc) not in verdicts:
-            verdicts[id(exc)] = classify(exc)
+            verdicts[id(exc)] = PERMANENT if _exceeded(exc) else classify(exc)
         return verdicts[id(exc)]
 
     def one() -> T:
@@ -258,6 +262,11 @@ def call(
     try:
         return _retried(one, verdict_of, what, budget, max_attempts, sleep, rng)
     except Exception as exc:
+        bound = _exceeded(exc)
+        if bound is not None and peer is not None:
+            from cpi import bounded
+
+            raise CloudError(f"{what}: {bounded.message(bound, shown(peer))}") from None
         if unreachable is None or not verdict_of(exc).unopened:
             raise
         raise unreachable(verdict_of(exc)) from None
@@ -314,12 +323,25 @@ def unreached_error(verdict: Verdict, *, what: str, endpoint: str, setting: str,
     and the cpi.json setting that names it (`tls_setting`, the CA's, for a TLS failure).
     Not ok_to_retry: the director would only ask again, and wait as long again, for an
     answer a configuration has to change (it acts on the flag only for create_vm)."""
-    endpoint = re.sub(r"//[^/@\s]*@", "//", endpoint)  # an endpoint written with user:password@ shows neither
+    endpoint = shown(endpoint)
     if verdict.kind is Kind.PERMANENT:
         return CloudError(f"{what}: cannot open a connection to {endpoint}: {verdict.reason}; check {tls_setting} "
                           f"and {setting}")
     return CloudError(f"{what}: cannot open a connection to {endpoint}: {verdict.reason}; check {setting}, and "
                       "that it is up and reachable from this machine")
+
+
+def _exceeded(exc: BaseException) -> Any:
+    """cpi.bounded.exceeded, imported on a failure only (http.client stays out of a
+    process's start-up)."""
+    from cpi import bounded
+
+    return bounded.exceeded(exc)
+
+
+def shown(endpoint: str) -> str:
+    """`endpoint` for a message: one written with user:password@ shows neither."""
+    return re.sub(r"//[^/@\s]*@", "//", endpoint)
 
 
 def unsure(classifier: Callable[..., Classifier], exc: BaseException) -> bool:

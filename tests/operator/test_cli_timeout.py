@@ -45,7 +45,11 @@ class Hung:
                 connection, _ = self.socket.accept()
             except OSError:  # closed: the test is over
                 return
-            self.accepted.append(connection)  # kept open, never read nor answered
+            self.take(connection)
+
+    def take(self, connection: socket.socket) -> None:
+        """What becomes of an accepted connection: kept open, never read nor answered."""
+        self.accepted.append(connection)
 
     def close(self) -> None:
         self.socket.shutdown(socket.SHUT_RDWR)  # wakes the accept() (a close alone does not)

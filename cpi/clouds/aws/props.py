@@ -237,7 +237,8 @@ class AwsProperties(_Strict):
         "fails transiently; backoff is exponential with full jitter.",
     )
     connect_timeout: float = Field(10.0, gt=0, description="Seconds to open a connection to an endpoint.")
-    read_timeout: float = Field(60.0, gt=0, description="Seconds to wait for a response.")
+    read_timeout: float = Field(60.0, gt=0, description="Seconds to wait for a response, all of it however slowly "
+                                "it trickles in, from the request being sent.")
     vm_wait_timeout: float = Field(
         900.0, gt=0, description="Seconds to wait for an instance to be running or terminated."
     )

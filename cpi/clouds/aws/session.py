@@ -23,7 +23,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-from cpi import backoff, plan, retry
+from cpi import backoff, bounded, plan, retry
 from cpi.errors import CloudError
 
 from . import audited, errors
@@ -139,6 +139,7 @@ class Aws:
         when given, is the only credential source it consults."""
         import botocore.session
 
+        bounded.urllib3_answers()
         session = botocore.session.Session()
         session.register_component("data_loader", _loader(self.properties.slim_models))
         session.register("before-send", self._count)
@@ -381,6 +382,7 @@ class Aws:
             unreachable=lambda verdict: retry.unreached_error(
                 verdict, what=what, endpoint=client.meta.endpoint_url, setting=self.endpoint_setting(service),
                 tls_setting="aws.ca_cert_file (or aws.connection_options.ca_cert)"),
+            peer=client.meta.endpoint_url,
         )
 
     def endpoint_setting(self, service: str) -> str:

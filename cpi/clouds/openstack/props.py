@@ -104,7 +104,8 @@ class OpenStackProperties(BaseModel):
         "`ssl_ca_file`, `ssl_verify_peer`, `connect_timeout`, `read_timeout` set the settings of the same meaning "
         "here; a setting given both ways must agree.")
     connect_timeout: float = Field(10.0, gt=0, description="Seconds to open a connection to an API.")
-    read_timeout: float = Field(120.0, gt=0, description="Seconds to wait for an API's response.")
+    read_timeout: float = Field(120.0, gt=0, description="Seconds to wait for an API's response, all of it however "
+                                "slowly it trickles in, from the request being sent.")
 
     token_cache: StrictBool = Field(
         True,

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cpi import backoff, plan, retry
+from cpi import backoff, bounded, plan, retry
 
 from . import audited, errors
 from .props import OpenStackProperties
@@ -134,6 +134,7 @@ class OpenStack:
             import requests
             from keystoneauth1 import session as ksa_session
 
+            bounded.urllib3_answers()
             http = requests.Session()
             http.hooks["response"].append(self._count)
             self._session = ksa_session.Session(
@@ -262,6 +263,7 @@ class OpenStack:
             unreachable=lambda verdict: retry.unreached_error(
                 verdict, what=what, endpoint=endpoint or self._endpoint_of(reached), setting=self._setting_of(reached),
                 tls_setting="openstack.ca_cert (or connection_options.ca_cert)"),
+            peer=endpoint or self._endpoint_of(reached),
         )
 
     def _endpoint_of(self, service: str) -> str:

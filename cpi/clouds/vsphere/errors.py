@@ -16,7 +16,7 @@ import http.client
 import ssl
 from collections.abc import Iterable
 
-from cpi import retry
+from cpi import bounded, retry
 from cpi.errors import BoshError, CloudError
 
 
@@ -58,6 +58,8 @@ def classifier(*, idempotent: bool) -> retry.Classifier:
     def classify(exc: BaseException) -> retry.Verdict:
         if isinstance(exc, BoshError):
             return retry.PERMANENT  # already translated (a failed re-login): its own budget is spent
+        if isinstance(exc, (bounded.Overdue, bounded.TooLarge)):
+            return retry.PERMANENT  # a trickle or a flood: asking again costs as much again
         if isinstance(exc, ConnectFailed):
             return unreached(exc)
         if isinstance(exc, ssl.SSLCertVerificationError):
@@ -148,6 +150,8 @@ def to_cloud_error(exc: BaseException, *, what: str, endpoint: str, user: str, s
     if isinstance(exc, ssl.SSLCertVerificationError):
         return CloudError(scrub(f"{what}: {peer} at {endpoint} has a certificate that is not trusted "
                                 f"({exc.verify_message}); {untrusted_hint}", secrets))
+    if isinstance(exc, (bounded.Overdue, bounded.TooLarge)):
+        return CloudError(f"{what}: {bounded.message(exc, f'{peer} at {endpoint}')}")
     if isinstance(exc, TimeoutError):
         return CloudError(f"{what}: {peer} at {endpoint} did not answer within read_timeout "
                           f"({read_timeout:g}s)", ok_to_retry=True)

@@ -409,8 +409,10 @@ class VsphereProperties(_Strict):
 
     # -- this CPI's own: what --timeout lowers on every cloud
     connect_timeout: float = Field(10.0, gt=0, description="Seconds to open a connection to the vCenter.")
-    read_timeout: float = Field(120.0, gt=0, description="Seconds to wait for a response of the vCenter (an upload "
-                                "of a stemcell's disk is not limited by it).")
+    read_timeout: float = Field(120.0, gt=0, description="Seconds one request to the vCenter or an NSX manager may "
+                                "take in all: connecting, sending and its whole answer, however slowly it trickles in. "
+                                "An upload of a stemcell's disk is bounded by stalls instead (each MiB sent within it),"
+                                " then its answer by this.")
     retry_budget_seconds: float = Field(
         300.0, gt=0, description="How long one request keeps being retried while the vCenter is busy or drops "
         "connections; one whose connection cannot be opened (refused, unknown host) gives up within 10 s, or this if "

@@ -41,7 +41,7 @@ import time
 import xml.etree.ElementTree as ElementTree
 from typing import TYPE_CHECKING, Any
 
-from cpi import plan, retry
+from cpi import bounded, plan, retry
 from cpi.errors import CloudError
 
 from . import audited, errors
@@ -170,19 +170,24 @@ def keepalive(sock: socket.socket) -> None:
 
 
 class _Connection(http.client.HTTPSConnection):
-    """An HTTPS connection opened within `connect_timeout` (TCP and TLS handshake), whose
-    reads then wait at most `read_timeout` each, with TCP keepalive. A failure to open it is
-    a ConnectFailed: nothing was sent, so it is always safe to retry."""
+    """An HTTPS connection opened within `connect_timeout` (TCP and TLS handshake), each of
+    whose requests ends within `read_timeout`, connecting, sending and the whole answer
+    (bounded.py), with TCP keepalive and an answer read up to bounded.ANSWER_CAP bytes. A
+    `streaming` connection (an upload) bounds only stalls while it sends, and its answer by
+    its own deadline. A failure to open it is a ConnectFailed: nothing was sent, so it is
+    always safe to retry."""
 
     def __init__(self, host: str, port: int | None = None, *, connect_timeout: float, read_timeout: float,
-                 **kwargs: Any):
+                 streaming: bool = False, **kwargs: Any):
         kwargs.pop("timeout", None)
         super().__init__(host, port, timeout=connect_timeout, **kwargs)
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
+        self._streaming = streaming
+        self._budget = bounded.Budget(read_timeout)
 
     def connect(self) -> None:
-        self.timeout = self._connect_timeout
+        self.timeout = min(self._connect_timeout, self._remaining())
         try:
             super().connect()
         except OSError as exc:
@@ -191,6 +196,28 @@ class _Connection(http.client.HTTPSConnection):
         keepalive(self.sock)
         self.sock.settimeout(self._read_timeout)
         self.timeout = self._read_timeout
+
+    def putrequest(self, method: str, url: str, *args: Any, **kwargs: Any) -> None:
+        """Each request starts its own deadline (a pooled connection serves many)."""
+        self._budget = bounded.Budget(self._read_timeout)
+        self.response_class = functools.partial(bounded.Response, budget=self._budget,  # type: ignore[assignment]
+                                                read_timeout=self._read_timeout)
+        super().putrequest(method, url, *args, **kwargs)
+
+    def send(self, data: Any) -> None:
+        if self.sock is None and self.auto_open:
+            self.connect()
+        if self.sock is not None:
+            self.sock.settimeout(min(self._read_timeout, self._remaining()))
+        super().send(data)
+
+    def getresponse(self) -> http.client.HTTPResponse:
+        if self._streaming:
+            self._budget.restart()  # the upload is sent: its answer has read_timeout
+        return super().getresponse()
+
+    def _remaining(self) -> float:
+        return float("inf") if self._streaming else self._budget.remaining()
 
 
 def _idempotent(method: str) -> bool:
@@ -362,11 +389,12 @@ class Session:
             stub.cookie = self.cookie
         return stub
 
-    def open_connection(self, host: str | None = None, port: int | None = None) -> http.client.HTTPSConnection:
+    def open_connection(self, host: str | None = None, port: int | None = None, *,
+                        streaming: bool = False) -> http.client.HTTPSConnection:
         """A new connection to the vCenter (or to `host`:`port`, an ESXi host an NFC lease
         names) with this session's TLS settings, timeouts and keepalive: for what is not
-        SOAP (datastore files, disk uploads)."""
-        return self._connection(host or self.host, port or self.port, context=self._context)
+        SOAP (datastore files; disk uploads, `streaming`: no deadline while they send)."""
+        return self._connection(host or self.host, port or self.port, context=self._context, streaming=streaming)
 
     @property
     def cookie(self) -> str:

@@ -101,7 +101,7 @@ def upload(session: Session, url: str, source: BinaryIO, size: int, *, method: s
         return
     parsed = urllib.parse.urlsplit(url)
     host = parsed.hostname if parsed.hostname and parsed.hostname != "*" else None
-    connection = session.open_connection(host, parsed.port if host else None)
+    connection = session.open_connection(host, parsed.port if host else None, streaming=True)
     started = time.monotonic()
     try:
         target = parsed.path + (f"?{parsed.query}" if parsed.query else "")
