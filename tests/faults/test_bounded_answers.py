@@ -92,34 +92,35 @@ def peak(config, call: tuple = unreachable.HAS_VM) -> tuple[dict, float, float]:
     return error, took, int(rss) / 1024
 
 
+def answered(cloud: str, serve, tmp_path):
+    """bin/cpi's error, time taken and peak RSS against `cloud`'s stand-in answering by
+    `serve`, which it asked once only (no retry of a bounded answer), and how it names it."""
+    config, named = CLOUDS[cloud]
+    peer = Peer(serve, tls=cloud == "vsphere")
+    try:
+        error, took, rss = peak(config(tmp_path / "cpi.json", peer))
+    finally:
+        peer.close()
+    assert peer.requests == 1  # not asked again
+    return error, took, rss, lambda: named(peer)
+
+
 @pytest.mark.parametrize("cloud", sorted(CLOUDS))
 def test_a_trickling_endpoint_fails_the_call_within_read_timeout(cloud, tmp_path):
     """The vCenter's first request (GET /sdk/vimServiceVersions.xml), botocore's and
     keystoneauth's too (urllib3 bounded each read only)."""
-    config, named = CLOUDS[cloud]
-    peer = Peer(trickle, tls=cloud == "vsphere")
-    try:
-        error, took, _ = peak(config(tmp_path / "cpi.json", peer))
-    finally:
-        peer.close()
+    error, took, _, named = answered(cloud, trickle, tmp_path)
     assert READ_TIMEOUT * 0.9 <= took < READ_TIMEOUT + unreachable.SLACK, took
-    assert (f"{named(peer)} did not complete its answer within read_timeout ({READ_TIMEOUT}s), which bounds each "
+    assert (f"{named()} did not complete its answer within read_timeout ({READ_TIMEOUT}s), which bounds each "
             "whole request") in error["message"], error
-    assert peer.requests == 1  # not asked again
 
 
 @pytest.mark.parametrize("cloud", sorted(CLOUDS))
 def test_a_300_mib_answer_fails_at_the_cap_without_reading_it(cloud, tmp_path):
     """The answer is streamed as fast as bin/cpi reads it; its peak RSS stays far below."""
-    config, named = CLOUDS[cloud]
-    peer = Peer(huge, tls=cloud == "vsphere")
-    try:
-        error, took, rss = peak(config(tmp_path / "cpi.json", peer))
-    finally:
-        peer.close()
-    assert (f"the answer of {named(peer)} is too large: more than the {ANSWER_CAP >> 20} MiB this CPI reads of "
+    error, took, rss, named = answered(cloud, huge, tmp_path)
+    assert (f"the answer of {named()} is too large: more than the {ANSWER_CAP >> 20} MiB this CPI reads of "
             "one answer") in error["message"], error
-    assert peer.requests == 1  # not asked again
     print(f"{cloud}: a 300 MiB answer failed in {took:.1f}s, bin/cpi's peak RSS {rss:.0f} MiB")
     assert rss < (ANSWER_CAP >> 20) + 160, rss
 
