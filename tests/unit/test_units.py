@@ -26,9 +26,9 @@ def test_redactor_learns_nested_secrets_and_url_passwords():
 
 def test_redactor_prefers_longest_secret():
     r = Redactor()
-    r.add("abc")
-    r.add("abcdef")
-    assert r.text("xabcdefx") == "x<redacted>x"
+    r.add("s3cr")  # both long enough to be masked by value (docs/protocol.md)
+    r.add("s3cr3t-long")
+    assert r.text("xs3cr3t-longx") == "x<redacted>x"
 
 
 def test_error_tree_wire_types_and_retry_defaults():
