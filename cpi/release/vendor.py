@@ -27,7 +27,6 @@ Wheels and sources are large, so they live in the git-ignored blobs root and nev
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform as _platform
 import re
@@ -185,12 +184,14 @@ def download_wheels(
 WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 
 
-def locked_lines(downloaded: dict[str, list[Path]], pins: Sequence[lock.Pin]) -> list[str]:
+def locked_lines(downloaded: dict[str, list[Path]], pins: Sequence[lock.Pin],
+                 files: dict[str, frozenset[str]] | None = None) -> list[str]:
     """Check that every downloaded wheel is a file the lock pins (name, version and sha256)
     and return the lock's lines for the closure, each accepting only the hashes of the
     wheels vendored: package cpi installs them with `--require-hashes`, so a compile host
     installs these bytes or nothing. pip itself is checked but not listed (package cpi runs
-    it from its wheel and does not install it)."""
+    it from its wheel and does not install it). With `files` (locked_files), each wheel's
+    name must also be the one the lock gives those bytes."""
     table = lock.by_version(list(pins))
     accepted: dict[tuple[str, str], set[str]] = {}
     for wheel in sorted({w for wheels in downloaded.values() for w in wheels}):
@@ -204,12 +205,15 @@ def locked_lines(downloaded: dict[str, list[Path]], pins: Sequence[lock.Pin]) ->
                 f"pip downloaded {wheel.name}, a version requirements.lock does not pin: the lock no longer "
                 f"holds the runtime closure of pyproject.toml ({lock.UPDATE})"
             )
-        sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        sha256 = checksums.sha256_file(wheel)
         if sha256 not in pin.hashes:
             raise ReleaseError(
                 f"{wheel.name}: its sha256 {sha256} is not one requirements.lock accepts for "
                 f"{pin.name}=={pin.version} (the index served other bytes than were locked)"
             )
+        problem = unlocked(wheel, sha256, files) if files is not None else None
+        if problem:  # the pin's bytes, but under another file's name (requirements.files)
+            raise ReleaseError(f"pip downloaded {problem}: nothing was vendored")
         accepted.setdefault(key, set()).add(sha256)
     return [table[key].line(frozenset(hashes)) for key, hashes in sorted(accepted.items()) if key[0] != INSTALLER]
 
@@ -278,12 +282,7 @@ def vendor_wheels(
             requirements, python, platform_tags, Path(tmp) / "wheels", pip,
             constraints,
         )
-        pinned = locked_lines(downloaded, pins)
-        accepted = locked_files(release_dir)
-        for wheel in sorted({w for wheels in downloaded.values() for w in wheels}):
-            problem = unlocked(wheel, checksums.sha256_file(wheel), accepted)
-            if problem:
-                raise ReleaseError(f"pip downloaded {problem}: nothing was vendored")
+        pinned = locked_lines(downloaded, pins, locked_files(release_dir))
         return arrange_wheels(
             downloaded, wheels_dir(release_dir, vendor), requirements, python, lock.digest(release_dir), pinned
         )
