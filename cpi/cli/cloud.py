@@ -11,7 +11,6 @@ from typing import Any
 from cpi import opening
 from cpi.errors import CpiError
 from cpi.logs import redactor_for
-from cpi.operator.masking import masked
 from cpi.raw_config import read_file
 
 
@@ -52,7 +51,7 @@ class Opened:
         self.cloud = ready.cloud
 
     def clean(self, value: Any) -> Any:
-        return masked(value, self.redactor)
+        return self.redactor.masked(value)
 
     def text(self, value: str) -> str:
         """A line with the config's secrets masked (a spinner's, an error's)."""

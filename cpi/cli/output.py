@@ -1,5 +1,5 @@
 """What the operator commands print through: JSON for scripts, one-line errors, table cells
-(the masking of secrets is cpi.operator.masking, which a plan's answer needs too)."""
+(the masking of secrets is cpi.logs.Redactor.masked, which a plan's answer takes too)."""
 
 from __future__ import annotations
 

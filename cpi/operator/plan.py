@@ -37,7 +37,6 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
     from cpi import errors, plan, rpc
     from cpi.logs import CallLog
 
-    from .masking import masked
 
     call_log = CallLog(log_stream if log_stream is not None else io.StringIO())
     warnings = _Warnings(call_log.redactor.text)
@@ -69,7 +68,7 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
         "request_id": context["request_id"],
         "complete": complete,
         "stopped_at": the_plan.horizon,
-        "would_return": masked(result, redactor) if failure is None and complete else None,
+        "would_return": redactor.masked(result) if failure is None and complete else None,
         "would_fail": failure,
         "denied": len(the_plan.denied()),
         "mutations": len(the_plan.mutations),

@@ -317,7 +317,7 @@ def _report_fatal_signals(connection) -> None:
     def report(signum, frame) -> None:
         try:
             connection.sendall(f"K{signum}\n".encode())
-        except OSError:
+        except OSError:  # the client is gone already: nobody is left to tell, the worker dies all the same
             pass
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
