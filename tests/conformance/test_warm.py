@@ -30,6 +30,7 @@ from tests.support.runner import (
     WARM_ENV,
     check_envelope,
     helper_action,
+    helper_pid,
     process_state,
     start_helper,
     start_stopped,
@@ -39,15 +40,6 @@ from tests.support.runner import (
 PYTHON = ROOT / ".venv" / "bin" / "python"
 COLD = {**DIRECTOR_ENV, "CPI_HELPER_IDLE_TIMEOUT": "0"}
 WARM = WARM_ENV
-
-
-def helper_pid() -> int | None:
-    code = ("import sys, _socket; sys.path.insert(0, sys.argv[1]); from cpi.warm import where\n"
-            "s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM); s.connect(where.socket_path())\n"
-            "print(int.from_bytes(s.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)[:4], sys.byteorder))")
-    out = subprocess.run([str(PYTHON), "-I", "-S", "-c", code, str(ROOT)], capture_output=True, text=True,
-                         env=COLD, cwd="/", timeout=30).stdout.strip()
-    return int(out) if out else None
 
 
 def run(config: Path | str, request: dict, env: dict, cwd: str | Path = "/", **kw) -> subprocess.CompletedProcess:

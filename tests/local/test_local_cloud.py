@@ -12,24 +12,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
 from tests.lifecycle.local_target import LocalTarget, pid_alive
 from tests.support.runner import BIN_CPI, DIRECTOR_ENV, start_helper
 
 MIB = 1024 * 1024
-
-
-@pytest.fixture
-def local(tmp_path):
-    target = LocalTarget(tmp_path)
-    yield target
-    target.cleanup()
-
-
-@pytest.fixture
-def stemcell(local):
-    return local.cpi("create_stemcell", *local.stemcell_args())
 
 
 def configured(tmp_path, **local_properties) -> LocalTarget:
@@ -141,10 +127,16 @@ def test_vm_process_settings_and_detachment(local, stemcell):
     environ = dict(e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if e)
     assert set(environ) <= {"PATH", "TMPDIR", "LC_CTYPE", "BOSH_CPI_VM"} and environ["TMPDIR"] == str(base)
     assert environ["BOSH_CPI_VM"] == str(base)  # the marker that finds it even without its pid
+    # the VM's process is the agent's supervisor; the agent its child, in its session
+    agent = json.loads((base / "supervisor.json").read_text())["agent_pid"]
+    assert os.getsid(agent) == pid and os.readlink(f"/proc/{agent}/fd/1") == str(base / "agent.log")
+    assert os.readlink(f"/proc/{agent}/fd/0") == "/dev/null"
+    agent_environ = dict(e.split("=", 1) for e in Path(f"/proc/{agent}/environ").read_bytes().decode().split("\0") if e)
+    assert agent_environ == environ  # the same minimal environment, marker included
     boots = [json.loads(line) for line in (base / "boots.jsonl").read_text().splitlines()]
-    assert boots[0]["agent_id"] == "agent-007" and boots[0]["pid"] == pid
+    assert boots[0]["agent_id"] == "agent-007" and boots[0]["pid"] == agent
     local.cpi("delete_vm", vm_cid)
-    assert not pid_alive(pid)
+    assert not pid_alive(pid) and not pid_alive(agent)
     assert not base.exists()
 
 
@@ -156,12 +148,15 @@ def test_attach_records_disk_for_next_boot_and_reboot_restarts(local, stemcell):
     assert local.cpi("attach_disk", vm_cid, disk_b) == {"path": "/dev/sdd"}
     assert local.settings(vm_cid)["disks"]["persistent"] == {disk_a: {"path": "/dev/sdc"}, disk_b: {"path": "/dev/sdd"}}
     assert local.settings(vm_cid)["disks"]["ephemeral"] is None  # no ephemeral_disk asked for
-    old_pid = local.vm_record(vm_cid)["pid"]
+    def agent_pid() -> int:
+        return json.loads((local.vm_dir(vm_cid) / "supervisor.json").read_text())["agent_pid"]
+
+    old_pid, old_agent = local.vm_record(vm_cid)["pid"], agent_pid()
     local.cpi("reboot_vm", vm_cid)
-    new_pid = local.vm_record(vm_cid)["pid"]
-    assert new_pid != old_pid and pid_alive(new_pid) and not pid_alive(old_pid)
+    new_pid, new_agent = local.vm_record(vm_cid)["pid"], agent_pid()
+    assert new_pid != old_pid and pid_alive(new_pid) and not pid_alive(old_pid) and not pid_alive(old_agent)
     boots = [json.loads(line) for line in (local.vm_dir(vm_cid) / "boots.jsonl").read_text().splitlines()]
-    assert [b["pid"] for b in boots] == [old_pid, new_pid]
+    assert [b["pid"] for b in boots] == [old_agent, new_agent]
     assert set(boots[1]["persistent"]) == {disk_a, disk_b}  # the rebooted agent sees its disks
     local.cpi("detach_disk", vm_cid, disk_a)
     assert local.settings(vm_cid)["disks"]["persistent"] == {disk_b: {"path": "/dev/sdd"}}

@@ -40,6 +40,16 @@ def helper_action(action: str) -> str:
                           capture_output=True, text=True, env=DIRECTOR_ENV, cwd="/", timeout=30).stdout.strip()
 
 
+def helper_pid() -> int | None:
+    """The pid of this checkout's warm helper (the peer of its socket), None if none listens."""
+    code = ("import sys, _socket; sys.path.insert(0, sys.argv[1]); from cpi.warm import where\n"
+            "s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM); s.connect(where.socket_path())\n"
+            "print(int.from_bytes(s.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)[:4], sys.byteorder))")
+    out = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-I", "-S", "-c", code, str(ROOT)],
+                         capture_output=True, text=True, env=COLD_ENV, cwd="/", timeout=30).stdout.strip()
+    return int(out) if out else None
+
+
 HELPER_ALIVE = """
 import fcntl, os, sys
 sys.path.insert(0, sys.argv[1])

@@ -1,4 +1,6 @@
-"""Start and stop a local VM's process (the built-in agent or a real bosh-agent).
+"""Start and stop a local VM's process: a supervisor (supervisor.py) that runs the VM's
+agent (the built-in one or a real bosh-agent) and restarts it when it exits, as runit does
+on a stemcell.
 
 The process is fully detached: its own session, stdin from /dev/null, output to
 BASE/agent.log. If it inherited the CPI's stdout or stderr, the director (which reads both
@@ -13,12 +15,14 @@ found with that marker in /proc/*/environ.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from cpi.errors import CloudError, VMCreationFailed
@@ -30,6 +34,13 @@ from cpi.processes import alive, proc_state, start_time
 log = logging.getLogger(__name__)
 
 BUILTIN_AGENT = Path(__file__).with_name("agent.py")
+#: The VM's process: it runs the agent and restarts it as runit does on a stemcell
+SUPERVISOR = Path(__file__).with_name("supervisor.py")
+#: What the supervisor writes once the agent is up, and after each exit and restart
+STATE_FILE = "supervisor.json"
+#: An agent that dies on bad settings does so at once: alive this long (with no mbus port
+#: to wait for) it counts as booted
+SETTLE = 0.2
 MARKER = "BOSH_CPI_VM"
 
 
@@ -87,15 +98,24 @@ def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None,
             ok_to_retry=False,
         )
     argv = [*command, "-b", str(base), "-P", "dummy", "-M", "dummy", "-C", str(base / "agent.json")]
-    env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "TMPDIR": str(base), MARKER: str(base)}
-    log.info("starting VM process: %s", " ".join(argv))
-    import subprocess  # here, not at the top: most calls start no process (~3 ms of imports)
+    path = os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    env = {"PATH": path, "TMPDIR": str(base), MARKER: str(base)}
+    import shutil  # here, not at the top: most calls start no process (~3 ms of imports)
+    import subprocess
 
+    if shutil.which(command[0], path=path) is None:
+        raise VMCreationFailed(f"cannot start the VM process '{command[0]}': not an executable file",
+                               ok_to_retry=False)
+    (base / STATE_FILE).unlink(missing_ok=True)  # a reboot's: the new supervisor writes its own
+    supervised = [sys.executable, "-I", str(SUPERVISOR), "--base", str(base),
+                  *(["--endpoint", f"{endpoint[0]}:{endpoint[1]}"] if endpoint else []),
+                  "--settle", str(SETTLE), "--", *argv]
+    log.info("starting VM process: %s", " ".join(argv))
     # the agent's output may quote its settings: private, as every file of the VM
     with os.fdopen(open_nofollow(base / "agent.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
         try:
             process = subprocess.Popen(
-                argv,
+                supervised,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -110,7 +130,6 @@ def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None,
     reached("vm spawned")
     pid_start = start_time(process.pid)
     deadline = time.monotonic() + boot_timeout
-    settle = time.monotonic() + 0.2  # an agent that dies on bad settings does so at once
     while True:
         code = process.poll()
         if code is not None:
@@ -118,8 +137,7 @@ def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None,
                 f"the VM process exited with code {code} while booting: {last_error(base / 'agent.log')}",
                 ok_to_retry=True,
             )
-        up = port_open(endpoint) if endpoint else time.monotonic() >= settle
-        if up:
+        if (base / STATE_FILE).exists():  # the supervisor saw the agent up (its port open)
             return process.pid, pid_start
         if time.monotonic() >= deadline:
             stop(process.pid, pid_start, str(base))
@@ -129,6 +147,16 @@ def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None,
                 ok_to_retry=True,
             )
         time.sleep(0.01)
+
+
+def agent_state(base: Path) -> dict[str, Any] | None:
+    """What the VM's supervisor last wrote of its agent (supervisor.py), None before it did."""
+    try:
+        with os.fdopen(open_nofollow(base / STATE_FILE, os.O_RDONLY), "rb") as handle:
+            doc = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def stop(pid: int | None, pid_start: str | None, marker: str | None, timeout: float = 10.0) -> None:
