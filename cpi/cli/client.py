@@ -4,6 +4,7 @@ stdin."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -106,8 +107,17 @@ def _run(argv: list[str], request: bytes, status: Status) -> tuple[int, bytes]:
 
     talker = threading.Thread(target=talk, daemon=True)
     talker.start()
-    for line in proc.stderr:
-        if RETRY_MARK in line:
-            status.retry = line.split(RETRY_MARK, 1)[1].decode(errors="replace").strip()
+    try:
+        for line in proc.stderr:
+            if RETRY_MARK in line:
+                status.retry = line.split(RETRY_MARK, 1)[1].decode(errors="replace").strip()
+    except BaseException:
+        # Ctrl-C, SIGTERM or SIGHUP while bin/cpi works: the call goes on to its answer, as
+        # a director's call would (a CPI is never cut off mid-call), so that what it makes
+        # exists before a cleanup looks for it instead of appearing after the cleanup looked.
+        # Its log is drained meanwhile: a full pipe would hold it up for ever.
+        collections.deque(proc.stderr, maxlen=0)
+        proc.wait()
+        raise
     talker.join()
     return proc.wait(), out[0] if out else b""

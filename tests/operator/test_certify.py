@@ -137,14 +137,16 @@ def test_requests_are_read_from_the_clouds_log_summary():
     assert requests_in("nothing counted here") is None
 
 
-def _certify_in_flight(tmp_path: Path, stderr) -> tuple[subprocess.Popen, Path, Path]:
-    """`cpi certify` on the local cloud, held up in create_disk (a 4 s delay fault)."""
+def _certify_in_flight(tmp_path: Path, stderr, error: str | None = "Bosh::Clouds::CloudError",
+                       ) -> tuple[subprocess.Popen, Path, Path]:
+    """`cpi certify` on the local cloud, held up in create_disk (a 4 s delay fault, then
+    `error`, or the disk made when it is None)."""
     import time
 
     state = tmp_path / "state"
     config = tmp_path / "cpi.json"
     config.write_text(json.dumps({"cloud": {"plugin": "local", "properties": {"local": {
-        "state_dir": str(state), "faults": [{"method": "create_disk", "delay": 4}]}}}}))
+        "state_dir": str(state), "faults": [{"method": "create_disk", "delay": 4, "error": error}]}}}}))
     image = tmp_path / "image"
     image.write_bytes(b"root image\n" * 1000)
     proc = subprocess.Popen(
@@ -175,6 +177,20 @@ def test_ctrl_c_sigterm_and_sighup_still_clean_up_everything(tmp_path, signum, w
     assert report["interrupted"] is True and report["ok"] is False and report["clean"] is True
     assert [s["error"] for s in report["steps"] if s["status"] == "failed"] == [f"interrupted ({why})"]
     assert {c["kind"] for c in report["cleanup"]} >= {"vm", "stemcell"}
+    assert left_in(state) == {}
+
+
+def test_the_call_in_flight_ends_before_the_cleanup_looks(tmp_path):
+    """Interrupted while bin/cpi is making a disk: the call goes on to its answer, as a
+    director's would, and the cleanup then finds the disk by the run's director_uuid and
+    deletes it. The cleanup once ran at once, and the disk appeared after the run had
+    reported itself clean."""
+    proc, state, _ = _certify_in_flight(tmp_path, subprocess.PIPE, error=None)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    report = json.loads(out)
+    assert report["interrupted"] is True and report["clean"] is True, out + err
+    assert {c["kind"] for c in report["cleanup"]} == {"vm", "stemcell", "disk"}
     assert left_in(state) == {}
 
 
