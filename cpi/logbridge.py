@@ -8,8 +8,29 @@ from __future__ import annotations
 import logging
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from cpi.logs import CallLog, Redactor
+if TYPE_CHECKING:  # named here, not imported: cpi.logs imports this module (on attach)
+    from collections.abc import Sequence
+    from typing import IO, Protocol
+
+    class Redactor(Protocol):
+        def text(self, text: str, limit: int | None = None) -> str: ...
+
+    class CallLog(Protocol):
+        """What install takes of cpi.logs.CallLog."""
+
+        FORMAT: str
+        DATEFMT: str
+        RECORD_LIMIT: int
+        request_id: str
+        level: int
+
+        @property
+        def redactor(self) -> Redactor: ...
+
+        @property
+        def streams(self) -> Sequence[IO[str]]: ...
+
+        def write_line(self, stream: IO[str], line: str) -> None: ...
 
 
 class _RedactingFormatter(logging.Formatter):

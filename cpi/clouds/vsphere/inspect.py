@@ -26,11 +26,27 @@ from cpi.errors import BoshError, CloudError, CpiError
 from cpi.validation import parse
 
 from . import lookups, nsxt, nsxv, passthrough, pbm, pods
-from .props import NsxtLoadBalancer, NsxtVmProperties, VMCloudProperties
+from .props import ClusterProperties, NsxtLoadBalancer, NsxtVmProperties, VMCloudProperties
 
 if TYPE_CHECKING:
-    from .cloud import VsphereCloud
+    from typing import Protocol
+
     from .place import Place
+    from .props import VsphereProperties
+    from .session import Session
+
+    class VsphereCloud(Protocol):
+        """What the checks read of the cloud that calls them (cloud.VsphereCloud), named
+        here rather than imported: cloud.py imports this module."""
+
+        @property
+        def properties(self) -> VsphereProperties: ...
+
+        @property
+        def session(self) -> Session: ...
+
+        @property
+        def place(self) -> Place: ...
 
 SPEC = {"vm": {"datastores": "datastore"}, "network": {"name": "network"}, "disk_type": {"datastores": "datastore"}}
 CONFIG = "cpi.json: cloud.properties.vsphere.datacenters[0]"
@@ -48,7 +64,9 @@ def check_cloud_config(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
             lookups.network(cloud.session, dc, name)
         except CloudError:
             findings += [Finding(path, f"network '{name}' does not exist in datacenter '{dc}'") for path in paths]
-    clusters = [(f"{CONFIG}.clusters[{i}]", name, settings)
+    # cpi.json's clusters are models; a cloud-config's, the dicts of its YAML
+    clusters: list[tuple[str, str, ClusterProperties | dict[str, Any]]] = [
+        (f"{CONFIG}.clusters[{i}]", name, settings)
                 for i, entry in enumerate(place.config.clusters) for name, settings in entry.items()]
     for item in items:
         if item.kind not in VM_KINDS:

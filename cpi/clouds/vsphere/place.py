@@ -31,6 +31,8 @@ from . import collector, lookups, pods
 from .patterns import compile_pattern
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from .props import ClusterProperties, VsphereProperties
     from .session import Session
 
@@ -139,7 +141,7 @@ class Place:
 
     # ------------------------------------------------------------ clusters
 
-    def clusters(self, chosen: list[dict[str, ClusterProperties]] | None) -> list[tuple[str, ClusterProperties]]:
+    def clusters(self, chosen: Sequence[Mapping[str, ClusterProperties]] | None) -> list[tuple[str, ClusterProperties]]:
         """The clusters a VM may go in: a vm_type's (or AZ's) own, else cpi.json's."""
         entries = chosen if chosen else self.config.clusters
         found = [(name, settings) for entry in entries for name, settings in entry.items()]

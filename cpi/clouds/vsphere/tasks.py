@@ -34,7 +34,18 @@ from cpi.errors import CloudError
 from . import errors
 
 if TYPE_CHECKING:
-    from .session import Session
+    from typing import Protocol
+
+    from .props import VsphereProperties
+
+    class Session(Protocol):
+        """What a wait reads of session.Session, named here rather than imported: the
+        session's plan path (planned.py) waits on tasks."""
+
+        content: Any
+
+        @property
+        def properties(self) -> VsphereProperties: ...
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
