@@ -66,7 +66,7 @@ class ValidationConfig(BaseModel):
 class _CloudSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    plugin: str = Field("local", description="The cloud: local, aws, openstack or a registered plugin.")
+    plugin: str = Field("local", description="The cloud: local, aws, openstack, vsphere or a registered plugin.")
     properties: dict[str, Any] = Field(default_factory=dict)
 
 
