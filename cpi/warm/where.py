@@ -86,10 +86,10 @@ def private_dir_ok(path: str) -> bool:
     return (st.st_mode & 0o170000) == 0o040000 and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
-def peer_pid(sock) -> int:
+def peer_pid(sock: _socket.socket) -> int:
     return int.from_bytes(sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)[:4], NATIVE)
 
 
-def peer_uid(sock) -> int:
+def peer_uid(sock: _socket.socket) -> int:
     credentials = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     return int.from_bytes(credentials[4:8], NATIVE)

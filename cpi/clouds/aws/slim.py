@@ -65,7 +65,7 @@ def _strip_docs(value: Any) -> Any:
     return value
 
 
-def generate(full: dict[str, Any], operations=OPERATIONS) -> dict[str, Any]:
+def generate(full: dict[str, Any], operations: tuple[str, ...] = OPERATIONS) -> dict[str, Any]:
     """The part of `full` (botocore's EC2 service-2 model) that `operations` reach."""
     shapes = full["shapes"]
     keep: set[str] = set()
