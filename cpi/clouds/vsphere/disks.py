@@ -34,6 +34,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cpi.cids import DiskCid, SnapshotCid, VmCid
 from cpi.errors import CloudError, DiskNotAttached, DiskNotFound, NotSupported
 from cpi.errors import NotImplemented as CpiNotImplemented
 from cpi.validation import parse
@@ -53,14 +54,15 @@ SNAPSHOTS = "snapshots"
 
 
 @dataclass(frozen=True)
-class DiskCid:
-    """A director's disk cid: the file's name and the datastore pattern it carries."""
+class ParsedDiskCid:
+    """A director's disk cid (cpi.cids.DiskCid) read apart: the file's name, and the
+    datastore pattern the official CPI encodes after a dot."""
 
     value: str
     target_pattern: str | None
 
     @classmethod
-    def parse(cls, raw: str) -> DiskCid:
+    def parse(cls, raw: str) -> ParsedDiskCid:
         value, _, encoded = raw.partition(".")
         pattern = None
         if encoded:
@@ -99,9 +101,9 @@ class Disks:
     def _path(self, datastore: str, value: str, sub: str = "") -> str:
         return f"[{datastore}] {self.disk_path}/{sub + '/' if sub else ''}{value}.vmdk"
 
-    def find(self, raw: str, sub: str = "") -> Found | None:
+    def find(self, raw: DiskCid | SnapshotCid, sub: str = "") -> Found | None:
         """The disk `raw` names, on whichever datastore of the datacenter holds it."""
-        cid = DiskCid.parse(raw)
+        cid = ParsedDiskCid.parse(raw)
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", cid.value):
             return None  # not a name this CPI (or the official one) gives a disk
         everything = self.place.datacenter_datastores()
@@ -123,14 +125,14 @@ class Disks:
         except (vim.fault.FileNotFound, vim.fault.CannotAccessFile, vim.fault.InvalidDatastore):
             return False
 
-    def require(self, raw: str) -> Found:
+    def require(self, raw: DiskCid) -> Found:
         found = self.find(raw)
         if found is None:
             raise DiskNotFound(f"disk '{raw}' not found in {self.disk_path} on any datastore of datacenter "
                                f"'{self.place.config.name}'")
         return found
 
-    def exists(self, raw: str) -> bool:
+    def exists(self, raw: DiskCid) -> bool:
         return self.find(raw) is not None
 
     def size_mib(self, found: Found) -> int:
@@ -156,7 +158,7 @@ class Disks:
 
     # ------------------------------------------------------------ create_disk, delete_disk
 
-    def create(self, size_mib: int, cloud_properties: dict, vm_cid: str | None) -> str:
+    def create(self, size_mib: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
         from pyVmomi import vim
 
         props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
@@ -183,7 +185,7 @@ class Disks:
                   f"creating {path}", done=lambda: True if self._exists(path) else None)
         log.info("create_disk: %s (%d MiB, %s) on datastore %s", value, size_mib, disk_type, datastore.name)
         # the official CPI's rule: a disk_type that names its datastores puts their pattern in the cid
-        return DiskCid.encode(value, pattern) if props.datastores else value
+        return DiskCid(ParsedDiskCid.encode(value, pattern) if props.datastores else value)
 
     def _make_directory(self, path: str) -> None:
         from pyVmomi import vim
@@ -203,7 +205,7 @@ class Disks:
         except vim.fault.FileNotFound:
             log.info("%s was gone already", path)
 
-    def delete(self, raw: str) -> None:
+    def delete(self, raw: DiskCid) -> None:
         found = self.find(raw)
         if found is None:
             log.info("delete_disk: %s is not there (deleted before?)", raw)
@@ -214,12 +216,12 @@ class Disks:
 
     # ------------------------------------------------------------ attach, detach
 
-    def attach(self, vm_cid: str, raw: str) -> Any:
+    def attach(self, vm_cid: VmCid, raw: DiskCid) -> Any:
         from pyVmomi import vim
 
         vm = self.vms.require(vm_cid)
         found = self.require(raw)
-        cid = DiskCid.parse(raw)
+        cid = ParsedDiskCid.parse(raw)
         with self.vms.lock(vm_cid):
             present = list(vm.config.hardware.device)
             attached = self.vms.persistent(vm)[0].get(cid.value)
@@ -242,7 +244,7 @@ class Disks:
             self._record(vm, vm_cid, attached, cid.value)
             return self._hint(vm, attached)
 
-    def _record(self, vm: Any, vm_cid: str, disk: Any, value: str) -> None:
+    def _record(self, vm: Any, vm_cid: VmCid, disk: Any, value: str) -> None:
         """Record the attached disk in the VM's vApp properties as the official CPI does
         (records.py), unless it is recorded already: a second request, as there, since the
         device's key is vSphere's to give. A record of that key naming another disk (a key
@@ -263,7 +265,7 @@ class Disks:
             return {"id": disk.backing.uuid.lower()}
         return str(disk.unitNumber)
 
-    def _reachable(self, vm: Any, vm_cid: str, found: Found, cid: DiskCid) -> Found:
+    def _reachable(self, vm: Any, vm_cid: VmCid, found: Found, cid: ParsedDiskCid) -> Found:
         """`found`, or where it was moved to: a datastore the VM's host reaches that matches
         the disk's pattern, with room for it."""
         reachable = self.place.datastores(list(vm.runtime.host.datastore))
@@ -306,9 +308,9 @@ class Disks:
                             errors.describe(exc))
             raise
 
-    def detach(self, vm_cid: str, raw: str) -> None:
+    def detach(self, vm_cid: VmCid, raw: DiskCid) -> None:
         vm = self.vms.require(vm_cid)
-        cid = DiskCid.parse(raw)
+        cid = ParsedDiskCid.parse(raw)
         with self.vms.lock(vm_cid):
             persistent, recorded = self.vms.persistent(vm)
             attached = persistent.get(cid.value)
@@ -321,7 +323,7 @@ class Disks:
 
     # ------------------------------------------------------------ resize, metadata, snapshots
 
-    def resize(self, raw: str, new_mib: int) -> None:
+    def resize(self, raw: DiskCid, new_mib: int) -> None:
         found = self.require(raw)
         current = self.size_mib(found)
         if new_mib < current:
@@ -334,7 +336,7 @@ class Disks:
             name=found.path, datacenter=self.place.datacenter, newCapacityKb=new_mib * 1024, eagerZero=False),
             f"growing {found.path} to {new_mib} MiB", done=lambda: True if self.size_mib(found) >= new_mib else None)
 
-    def update(self, raw: str, new_mib: int, cloud_properties: dict) -> None:
+    def update(self, raw: DiskCid, new_mib: int, cloud_properties: dict) -> None:
         """update_disk: grown in place; a change of provisioning is not something vSphere
         does in place (NotSupported: the director then copies the data to a new disk)."""
         props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
@@ -347,7 +349,7 @@ class Disks:
                                "disk_type names")
         self.resize(raw, new_mib)
 
-    def set_metadata(self, raw: str, values: dict[str, str]) -> None:
+    def set_metadata(self, raw: DiskCid, values: dict[str, str]) -> None:
         """Kept nowhere, as by the official CPI (its set_disk_metadata does nothing): a vmdk
         has no place for it, and a file beside it would outlive the official CPI's
         delete_disk after a switch back."""
@@ -355,11 +357,11 @@ class Disks:
         log.info("set_disk_metadata: %s: %d keys not kept (vSphere has no place for a disk's metadata)", raw,
                  len(values))
 
-    def snapshot(self, raw: str) -> str:
+    def snapshot(self, raw: DiskCid) -> SnapshotCid:
         from pyVmomi import vim
 
         found = self.require(raw)
-        snapshot_cid = f"snap-{uuid.uuid4()}"
+        snapshot_cid = SnapshotCid(f"snap-{uuid.uuid4()}")
         destination = self._path(found.datastore.name, snapshot_cid, SNAPSHOTS)
         self._make_directory(f"[{found.datastore.name}] {self.disk_path}/{SNAPSHOTS}")
         try:
@@ -370,7 +372,7 @@ class Disks:
         log.info("snapshot_disk: %s is a copy of %s", snapshot_cid, raw)
         return snapshot_cid
 
-    def delete_snapshot(self, snapshot_cid: str) -> None:
+    def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
         found = self.find(snapshot_cid, SNAPSHOTS)
         if found is None:
             log.info("delete_snapshot: %s is not there (deleted before?)", snapshot_cid)
