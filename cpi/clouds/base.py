@@ -9,18 +9,64 @@ implements none of the operator's side still serves BOSH in full.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from cpi.clouds.bosh import BoshCloud, DiskHint
+from cpi.errors import BoshError
 from cpi.errors import NotImplemented as CpiNotImplemented
 
 if TYPE_CHECKING:  # the operator's shapes: not on the start-up path of bin/cpi
     from cpi.clouds.inventory import Offer, Resource
 
-__all__ = ["Cloud", "DiskHint"]
+__all__ = ["Cloud", "DiskHint", "boundary"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+C = TypeVar("C", bound="Cloud")
+
+
+def boundary(method: Callable[Concatenate[C, P], R]) -> Callable[Concatenate[C, P], R]:
+    """Run one of a cloud's BOSH methods at its boundary: an SDK's exception nobody expected
+    becomes the cloud's own BoshError (`translate_error`: naming the request and the
+    account, never a secret), anything else passes as it is, and the call's IaaS requests
+    are logged once it ends (`call_started`/`call_ended`), for the bench and whoever reads
+    the task log. One decorator for every cloud; each gives only its own hooks."""
+
+    @functools.wraps(method)
+    def wrapper(self: C, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        mark = self.call_started()
+        try:
+            return method(self, *args, **kwargs)
+        except BoshError:
+            raise
+        except Exception as exc:
+            translated = self.translate_error(exc, method.__name__)
+            if translated is None:
+                raise
+            raise translated from None
+        finally:
+            self.call_ended(method.__name__, mark)
+
+    return wrapper
 
 
 class Cloud(BoshCloud):
+    # -- the boundary of each BOSH method (`boundary`): a cloud overrides what it has
+    def translate_error(self, exc: Exception, method: str) -> BoshError | None:
+        """The cloud's error for an exception of its SDK that `method` did not expect;
+        None for one that is not its SDK's (it then propagates as it is)."""
+        return None
+
+    def call_started(self) -> Any:
+        """What `call_ended` needs to say what the call cost (a start time, a count)."""
+        return None
+
+    def call_ended(self, method: str, mark: Any) -> None:
+        """Log what the call cost the IaaS (its requests, its time), if anything."""
+        return
+
     # -- the operator's side (`cpi list|show|avail`): read-only, never called by BOSH
     def inventory(self, kind: str) -> list[Resource]:
         """Every resource of `kind` (vms, disks, stemcells, snapshots) this CPI made."""

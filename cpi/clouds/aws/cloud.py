@@ -3,7 +3,7 @@
 This module is what `cpi.clouds.aws:AwsCloud` loads for every aws call, `info` included,
 so it imports no AWS SDK: the clients are built by session.Aws on the first request.
 
-Each public method runs inside `_boundary`: botocore errors nobody expected become a
+Each public method runs inside `boundary` (cpi.clouds.base): botocore errors nobody expected become a
 CloudError naming the request, the AWS code and, for auth failures, the credentials used
 (never a secret); and the call's AWS request count is logged, for the bench and for
 whoever reads the task log.
@@ -11,15 +11,13 @@ whoever reads the task log.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
 from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds import STEMCELL_FORMATS
-from cpi.clouds.base import Cloud, DiskHint
+from cpi.clouds.base import Cloud, DiskHint, boundary
 from cpi.errors import BoshError, DiskNotFound, VMNotFound
 from cpi.models import Network, VMResources
 
@@ -31,27 +29,6 @@ from .props import (
     StemcellCloudProperties,
     VMCloudProperties,
 )
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _boundary(method: Callable[Concatenate[AwsCloud, P], R]) -> Callable[Concatenate[AwsCloud, P], R]:
-    @functools.wraps(method)
-    def wrapper(self: AwsCloud, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(self, *args, **kwargs)
-        except BoshError:
-            raise
-        except Exception as exc:
-            if not type(exc).__module__.startswith("botocore"):
-                raise
-            raise errors.to_cloud_error(exc, method.__name__, self.aws.describe_credentials()) from None
-        finally:
-            if self._aws is not None and self._aws.requests:
-                self.log.info("%s: %s", method.__name__, self._aws.summary())
-
-    return wrapper
 
 
 class AwsCloud(Cloud):
@@ -80,6 +57,15 @@ class AwsCloud(Cloud):
     }
 
     properties: AwsProperties
+
+    def translate_error(self, exc: Exception, method: str) -> BoshError | None:
+        if not type(exc).__module__.startswith("botocore"):
+            return None
+        return errors.to_cloud_error(exc, method, self.aws.describe_credentials())
+
+    def call_ended(self, method: str, mark: Any) -> None:
+        if self._aws is not None and self._aws.requests:
+            self.log.info("%s: %s", method, self._aws.summary())
 
     @staticmethod
     def audit_account(properties: AwsProperties) -> str:
@@ -134,13 +120,13 @@ class AwsCloud(Cloud):
         return Stemcells(self.aws, self.properties)
 
     # -- the operator's side (read-only)
-    @_boundary
+    @boundary
     def inventory(self, kind: str):
         from . import inventory
 
         return inventory.inventory(self.aws, kind)
 
-    @_boundary
+    @boundary
     def show(self, kind: str, cid: str):
         """By its id, as has_vm finds it: a VM the official CPI made (no tag of this CPI's),
         and a light stemcell's cid (an image someone else owns), which no listing holds."""
@@ -148,7 +134,7 @@ class AwsCloud(Cloud):
 
         return inventory.show(self.aws, kind, cid)
 
-    @_boundary
+    @boundary
     def available(self, offer: str):
         from . import inventory
 
@@ -160,11 +146,11 @@ class AwsCloud(Cloud):
         return inspect.check_cloud_config(self, items)
 
     # -- stemcells
-    @_boundary
+    @boundary
     def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
         return StemcellCid(self._stemcells().create(image_path, cloud_properties, tags))
 
-    @_boundary
+    @boundary
     def delete_stemcell(self, stemcell_cid: StemcellCid) -> None:
         if not stemcell_cid.endswith(" light") and not ids.is_image(stemcell_cid):
             self.log.info("stemcell %s not found (not an AMI ID): nothing to delete", stemcell_cid)
@@ -172,32 +158,32 @@ class AwsCloud(Cloud):
         self._stemcells().delete(stemcell_cid)
 
     # -- VMs
-    @_boundary
+    @boundary
     def create_vm(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict,
                   networks: dict[str, Network], disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
         vm_cid, vm_networks = self._vms().create(agent_id, stemcell_cid, cloud_properties, networks, disk_cids, env)
         return VmCid(vm_cid), vm_networks
 
-    @_boundary
+    @boundary
     def delete_vm(self, vm_cid: VmCid) -> None:
         if not ids.is_instance(vm_cid):
             self.log.info("VM %s not found (not an instance ID): nothing to delete", vm_cid)
             return
         self._vms().delete(vm_cid)
 
-    @_boundary
+    @boundary
     def has_vm(self, vm_cid: VmCid) -> bool:
         return ids.is_instance(vm_cid) and self._vms().exists(vm_cid)
 
-    @_boundary
+    @boundary
     def reboot_vm(self, vm_cid: VmCid) -> None:
         self._vms().reboot(_vm(vm_cid))
 
-    @_boundary
+    @boundary
     def set_vm_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         self._vms().set_metadata(_vm(vm_cid), metadata)
 
-    @_boundary
+    @boundary
     def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
         return self._vms().calculate_cloud_properties(resources)
 
@@ -209,35 +195,35 @@ class AwsCloud(Cloud):
         return VmCid(instance_id())
 
     # -- disks
-    @_boundary
+    @boundary
     def create_disk(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
         return DiskCid(self._disks().create(size, cloud_properties, None if vm_cid is None else _vm(vm_cid)))
 
-    @_boundary
+    @boundary
     def delete_disk(self, disk_cid: DiskCid) -> None:
         if not ids.is_volume(disk_cid):
             self.log.info("disk %s not found (not a volume ID): nothing to delete", disk_cid)
             return
         self._disks().delete(disk_cid)
 
-    @_boundary
+    @boundary
     def resize_disk(self, disk_cid: DiskCid, new_size: int) -> None:
         self._disks().resize(_disk(disk_cid), new_size)
 
-    @_boundary
+    @boundary
     def update_disk(self, disk_cid: DiskCid, new_size: int, cloud_properties: dict) -> DiskCid | None:
         new_disk_cid = self._disks().update(_disk(disk_cid), new_size, cloud_properties)
         return None if new_disk_cid is None else DiskCid(new_disk_cid)
 
-    @_boundary
+    @boundary
     def has_disk(self, disk_cid: DiskCid) -> bool:
         return ids.is_volume(disk_cid) and self._disks().exists(disk_cid)
 
-    @_boundary
+    @boundary
     def attach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> DiskHint:
         return self._disks().attach(_vm(vm_cid), _disk(disk_cid))
 
-    @_boundary
+    @boundary
     def detach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
         _vm(vm_cid)
         if not ids.is_volume(disk_cid):
@@ -245,20 +231,20 @@ class AwsCloud(Cloud):
             return
         self._disks().detach(vm_cid, disk_cid)
 
-    @_boundary
+    @boundary
     def get_disks(self, vm_cid: VmCid) -> list[DiskCid]:
         return [DiskCid(disk_cid) for disk_cid in self._disks().list_for_vm(_vm(vm_cid))]
 
-    @_boundary
+    @boundary
     def set_disk_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
         self._disks().set_metadata(_disk(disk_cid), metadata)
 
     # -- snapshots
-    @_boundary
+    @boundary
     def snapshot_disk(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
         return SnapshotCid(self._disks().snapshot(_disk(disk_cid), metadata))
 
-    @_boundary
+    @boundary
     def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
         if not ids.is_snapshot(snapshot_cid):
             self.log.info("snapshot %s not found (not a snapshot ID): nothing to delete", snapshot_cid)

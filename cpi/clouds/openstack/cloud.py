@@ -5,7 +5,7 @@ This module is what `cpi.clouds.openstack:OpenStackCloud` loads for every openst
 `info` included, so it imports neither openstacksdk nor keystoneauth1: the connection is
 built by session.OpenStack on the first request.
 
-Each public method runs inside `_boundary`: API errors nobody expected become a CloudError
+Each public method runs inside `boundary` (cpi.clouds.base): API errors nobody expected become a CloudError
 naming the request and the service's answer, auth failures one naming the identity Keystone
 refused (never a secret); and the call's request count is logged, for the bench and for
 whoever reads the task log.
@@ -13,14 +13,12 @@ whoever reads the task log.
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
+from typing import Any, ClassVar
 
 from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds import STEMCELL_FORMATS
-from cpi.clouds.base import Cloud, DiskHint
+from cpi.clouds.base import Cloud, DiskHint, boundary
 from cpi.errors import BoshError
 from cpi.models import Network, VMResources
 
@@ -33,32 +31,6 @@ from .props import (
     VipCloudProperties,
     VMCloudProperties,
 )
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _boundary(method: Callable[Concatenate[OpenStackCloud, P], R]) -> Callable[Concatenate[OpenStackCloud, P], R]:
-    @functools.wraps(method)
-    def wrapper(self: OpenStackCloud, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        started = time.monotonic()
-        try:
-            return method(self, *args, **kwargs)
-        except BoshError:
-            raise
-        except Exception as exc:
-            if not (isinstance(exc, errors.ApiError)
-                    or type(exc).__module__.startswith(("keystoneauth1", "openstack"))):
-                raise
-            p = self.properties
-            raise errors.to_cloud_error(exc, method.__name__, p.describe_identity(), p.auth_url) from None
-        finally:
-            if self._api is not None:
-                self._api.keep_token()
-            if self._api is not None and self._api.requests:
-                self.log.info("%s: %s in %.2fs", method.__name__, self._api.summary(), time.monotonic() - started)
-
-    return wrapper
 
 
 class OpenStackCloud(Cloud):
@@ -88,6 +60,21 @@ class OpenStackCloud(Cloud):
     }
 
     properties: OpenStackProperties
+
+    def translate_error(self, exc: Exception, method: str) -> BoshError | None:
+        if not (isinstance(exc, errors.ApiError) or type(exc).__module__.startswith(("keystoneauth1", "openstack"))):
+            return None
+        p = self.properties
+        return errors.to_cloud_error(exc, method, p.describe_identity(), p.auth_url)
+
+    def call_started(self) -> float:
+        return time.monotonic()
+
+    def call_ended(self, method: str, mark: Any) -> None:
+        if self._api is not None:
+            self._api.keep_token()
+        if self._api is not None and self._api.requests:
+            self.log.info("%s: %s in %.2fs", method, self._api.summary(), time.monotonic() - mark)
 
     @staticmethod
     def audit_account(properties: OpenStackProperties) -> str:
@@ -140,13 +127,13 @@ class OpenStackCloud(Cloud):
         return Stemcells(self.api, self.properties)
 
     # -- the operator's side (read-only)
-    @_boundary
+    @boundary
     def inventory(self, kind: str):
         from . import inventory
 
         return inventory.inventory(self.api, kind)
 
-    @_boundary
+    @boundary
     def show(self, kind: str, cid: str):
         """By its id, as has_vm finds it: a server the official CPI made (no metadata of this
         CPI's), and a light stemcell's cid (an image someone else owns), which no listing
@@ -155,7 +142,7 @@ class OpenStackCloud(Cloud):
 
         return inventory.show(self.api, kind, cid)
 
-    @_boundary
+    @boundary
     def available(self, offer: str):
         from . import inventory
 
@@ -167,79 +154,79 @@ class OpenStackCloud(Cloud):
         return inspect.check_cloud_config(self, items)
 
     # -- stemcells
-    @_boundary
+    @boundary
     def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
         return StemcellCid(self._stemcells().create(image_path, cloud_properties, tags))
 
-    @_boundary
+    @boundary
     def delete_stemcell(self, stemcell_cid: StemcellCid) -> None:
         self._stemcells().delete(stemcell_cid)
 
     # -- VMs
-    @_boundary
+    @boundary
     def create_vm(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict,
                   networks: dict[str, Network], disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
         vm_cid, vm_networks = self._vms().create(agent_id, stemcell_cid, cloud_properties, networks, disk_cids, env)
         return VmCid(vm_cid), vm_networks
 
-    @_boundary
+    @boundary
     def delete_vm(self, vm_cid: VmCid) -> None:
         self._vms().delete(vm_cid)
 
-    @_boundary
+    @boundary
     def has_vm(self, vm_cid: VmCid) -> bool:
         return self._vms().exists(vm_cid)
 
-    @_boundary
+    @boundary
     def reboot_vm(self, vm_cid: VmCid) -> None:
         self._vms().reboot(vm_cid)
 
-    @_boundary
+    @boundary
     def set_vm_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         self._vms().set_metadata(vm_cid, metadata)
 
-    @_boundary
+    @boundary
     def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
         return self._vms().calculate_cloud_properties(resources)
 
     # -- disks
-    @_boundary
+    @boundary
     def create_disk(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
         return DiskCid(self._disks().create(size, cloud_properties, vm_cid))
 
-    @_boundary
+    @boundary
     def delete_disk(self, disk_cid: DiskCid) -> None:
         self._disks().delete(disk_cid)
 
-    @_boundary
+    @boundary
     def resize_disk(self, disk_cid: DiskCid, new_size: int) -> None:
         self._disks().resize(disk_cid, new_size)
 
-    @_boundary
+    @boundary
     def has_disk(self, disk_cid: DiskCid) -> bool:
         return self._disks().exists(disk_cid)
 
-    @_boundary
+    @boundary
     def attach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> DiskHint:
         return self._disks().attach(vm_cid, disk_cid)
 
-    @_boundary
+    @boundary
     def detach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
         self._disks().detach(vm_cid, disk_cid)
 
-    @_boundary
+    @boundary
     def get_disks(self, vm_cid: VmCid) -> list[DiskCid]:
         return [DiskCid(disk_cid) for disk_cid in self._vms().disks(vm_cid)]
 
-    @_boundary
+    @boundary
     def set_disk_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
         self._disks().set_metadata(disk_cid, metadata)
 
     # -- snapshots
-    @_boundary
+    @boundary
     def snapshot_disk(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
         return SnapshotCid(self._disks().snapshot(disk_cid, metadata))
 
-    @_boundary
+    @boundary
     def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
         self._disks().delete_snapshot(snapshot_cid)

@@ -6,21 +6,19 @@ settings, so a director switches between the two with one ops file.
 This module is what `cpi.clouds.vsphere:VsphereCloud` loads for every vsphere call, `info`
 included, so it imports no pyVmomi: the session is opened on the first request.
 
-Each public method runs inside `_boundary`: a vCenter fault nobody expected becomes a
+Each public method runs inside `boundary` (cpi.clouds.base): a vCenter fault nobody expected becomes a
 CloudError naming the method and the fault (never a secret), and the call's request count
 is logged.
 """
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
+from typing import Any, ClassVar
 
 from cpi.cids import AgentId, DiskCid, NetworkCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds import STEMCELL_FORMATS
-from cpi.clouds.base import Cloud, DiskHint
+from cpi.clouds.base import Cloud, DiskHint, boundary
 from cpi.errors import BoshError, CloudError
 from cpi.models import Network, VMResources
 
@@ -35,32 +33,6 @@ from .props import (
     VMCloudProperties,
     VsphereProperties,
 )
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _boundary(method: Callable[Concatenate[VsphereCloud, P], R]) -> Callable[Concatenate[VsphereCloud, P], R]:
-    @functools.wraps(method)
-    def wrapper(self: VsphereCloud, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        started = time.monotonic()
-        before = self._session.requests if self._session is not None else 0
-        try:
-            return method(self, *args, **kwargs)
-        except BoshError:
-            raise
-        except Exception as exc:
-            if errors.fault_name(exc) is None:
-                raise
-            password = self.properties.password.get_secret_value()
-            raise CloudError(errors.scrub(f"{method.__name__}: the vCenter at {self.properties.vcenter_host} "
-                                          f"answered {errors.describe(exc)}", [password])) from None
-        finally:
-            if self._session is not None:
-                self.log.info("%s: %d vCenter requests in %.2fs", method.__name__,
-                              self._session.requests - before, time.monotonic() - started)
-
-    return wrapper
 
 
 class VsphereCloud(Cloud):
@@ -79,6 +51,22 @@ class VsphereCloud(Cloud):
     }
 
     properties: VsphereProperties
+
+    def translate_error(self, exc: Exception, method: str) -> BoshError | None:
+        if errors.fault_name(exc) is None:
+            return None
+        password = self.properties.password.get_secret_value()
+        return CloudError(errors.scrub(f"{method}: the vCenter at {self.properties.vcenter_host} "
+                                       f"answered {errors.describe(exc)}", [password]))
+
+    def call_started(self) -> tuple[float, int]:
+        return time.monotonic(), self._session.requests if self._session is not None else 0
+
+    def call_ended(self, method: str, mark: Any) -> None:
+        started, before = mark
+        if self._session is not None:
+            self.log.info("%s: %d vCenter requests in %.2fs", method, self._session.requests - before,
+                          time.monotonic() - started)
 
     @staticmethod
     def audit_account(properties: VsphereProperties) -> str:
@@ -135,7 +123,7 @@ class VsphereCloud(Cloud):
 
         return Inventory(self.session, self.place)
 
-    @_boundary
+    @boundary
     def inventory(self, kind: str):
         return self._inventory().inventory(kind)
 
@@ -144,11 +132,11 @@ class VsphereCloud(Cloud):
         datastore pattern it was made for (the listing knows the file's name alone)."""
         return super().show(kind, cid.partition(".")[0] if kind == "disks" else cid)
 
-    @_boundary
+    @boundary
     def available(self, offer: str):
         return self._inventory().available(offer)
 
-    @_boundary
+    @boundary
     def check_cloud_config(self, items: list) -> list:
         from . import inspect  # `cpi validate --online`'s read-only checks: not on bin/cpi's path
 
@@ -171,25 +159,25 @@ class VsphereCloud(Cloud):
         assert made is not None
         return Networks(made)
 
-    @_boundary
+    @boundary
     def create_network(self, network_definition: dict) -> list:
         return self._networks("create_network").create(network_definition)
 
-    @_boundary
+    @boundary
     def delete_network(self, network_cid: NetworkCid) -> None:
         self._networks("delete_network").delete(network_cid)
 
     # -- stemcells
-    @_boundary
+    @boundary
     def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
         return StemcellCid(self._stemcells().create(image_path, tags))
 
-    @_boundary
+    @boundary
     def delete_stemcell(self, stemcell_cid: StemcellCid) -> None:
         self._stemcells().delete(stemcell_cid)
 
     # -- VMs
-    @_boundary
+    @boundary
     def create_vm(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict,
                   networks: dict[str, Network], disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
         if disk_cids:
@@ -198,19 +186,19 @@ class VsphereCloud(Cloud):
         vm_cid, vm_networks = self._vms().create(agent_id, stemcell_cid, cloud_properties, networks, env)
         return VmCid(vm_cid), vm_networks
 
-    @_boundary
+    @boundary
     def delete_vm(self, vm_cid: VmCid) -> None:
         self._vms().delete(vm_cid)
 
-    @_boundary
+    @boundary
     def has_vm(self, vm_cid: VmCid) -> bool:
         return self._vms().exists(vm_cid)
 
-    @_boundary
+    @boundary
     def reboot_vm(self, vm_cid: VmCid) -> None:
         self._vms().reboot(vm_cid)
 
-    @_boundary
+    @boundary
     def set_vm_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         self._vms().set_metadata(vm_cid, metadata)
 
@@ -220,48 +208,48 @@ class VsphereCloud(Cloud):
         return Vms.calculate_cloud_properties(resources)
 
     # -- disks
-    @_boundary
+    @boundary
     def create_disk(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
         return DiskCid(self._disks().create(size, cloud_properties, vm_cid))
 
-    @_boundary
+    @boundary
     def delete_disk(self, disk_cid: DiskCid) -> None:
         self._disks().delete(disk_cid)
 
-    @_boundary
+    @boundary
     def resize_disk(self, disk_cid: DiskCid, new_size: int) -> None:
         self._disks().resize(disk_cid, new_size)
 
-    @_boundary
+    @boundary
     def update_disk(self, disk_cid: DiskCid, new_size: int, cloud_properties: dict) -> DiskCid | None:
         self._disks().update(disk_cid, new_size, cloud_properties)
         return None
 
-    @_boundary
+    @boundary
     def has_disk(self, disk_cid: DiskCid) -> bool:
         return self._disks().exists(disk_cid)
 
-    @_boundary
+    @boundary
     def attach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> DiskHint:
         return self._disks().attach(vm_cid, disk_cid)
 
-    @_boundary
+    @boundary
     def detach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
         self._disks().detach(vm_cid, disk_cid)
 
-    @_boundary
+    @boundary
     def get_disks(self, vm_cid: VmCid) -> list[DiskCid]:
         return [DiskCid(disk_cid) for disk_cid in self._vms().disks(vm_cid)]
 
-    @_boundary
+    @boundary
     def set_disk_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
         self._disks().set_metadata(disk_cid, metadata)
 
     # -- snapshots
-    @_boundary
+    @boundary
     def snapshot_disk(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
         return SnapshotCid(self._disks().snapshot(disk_cid))
 
-    @_boundary
+    @boundary
     def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
         self._disks().delete_snapshot(snapshot_cid)
