@@ -100,9 +100,9 @@ def default_path(cfg: Any) -> Path:
     audit = getattr(cfg, "audit", None)
     if audit is not None and audit.path is not None:
         return Path(audit.path).expanduser()
-    own = getattr(cfg.cloud_class, "audit_path", None)
+    own = cfg.cloud_class.audit_path(cfg.properties)
     if own is not None:
-        return Path(own(cfg.properties))
+        return Path(own)
     store = os.environ.get(JOB_STORE, "")
     if os.path.isabs(store):
         return Path(store) / "audit" / FILE_NAME
@@ -114,8 +114,7 @@ def account_of(cfg: Any) -> str | None:
     on the cloud's class (worked out from the config alone: no request to the IaaS, and
     never a secret), None for a cloud without one. `cpi audit` works it out the same way
     to show one account's lines."""
-    own = getattr(cfg.cloud_class, "audit_account", None)
-    return None if own is None else own(cfg.properties)
+    return cfg.cloud_class.audit_account(cfg.properties)
 
 
 def endpoint(url: str) -> str:

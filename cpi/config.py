@@ -99,7 +99,7 @@ def _overrides(plugin: str, cloud_class: type[Cloud], context: dict, section: di
     when the context brings none of the secrets of its own (context_secrets): the file's
     credentials go only where the file sends them."""
     fields = cloud_class.Properties.model_fields
-    allowed: frozenset[str] = getattr(cloud_class, "context_overrides", frozenset())
+    allowed = cloud_class.context_overrides
     overrides = {}
     for key, value in context.items():
         if key in allowed and key in fields:
@@ -107,8 +107,7 @@ def _overrides(plugin: str, cloud_class: type[Cloud], context: dict, section: di
         elif key in fields:
             log.warning("context key '%s' is ignored: cloud.properties.%s.%s is set only in the config file",
                         key, plugin, key)
-    endpoints: frozenset[str] = getattr(cloud_class, "context_endpoints", frozenset())
-    secrets: frozenset[str] = getattr(cloud_class, "context_secrets", frozenset())
+    endpoints, secrets = cloud_class.context_endpoints, cloud_class.context_secrets
     moved = [key for key in overrides if key in endpoints and overrides[key] != section.get(key)]
     if moved and not any(overrides.get(key) for key in secrets):
         for key in moved:

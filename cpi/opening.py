@@ -59,6 +59,6 @@ def _refuse_a_plan_it_cannot_keep(cloud_class: Any) -> None:
     real while the plan reports none: refuse before it is built."""
     from cpi import plan
 
-    if plan.active is not None and not getattr(cloud_class, "can_plan", False):
+    if plan.active is not None and not cloud_class.can_plan:
         raise plan.Refused(f"the {cloud_class.name} cloud cannot withhold its writes (its class does not declare "
                            f"can_plan), so `cpi plan` will not run it: nothing was called")

@@ -62,8 +62,7 @@ def missing_state(config: Any) -> str | None:
     """What a command that only reads would have to create to open this cloud (the cloud
     class's `missing_state`: the local cloud's state dir), which it must not: None when
     nothing is missing."""
-    missing = getattr(config.cloud_class, "missing_state", None)
-    return missing(config.properties) if missing is not None else None
+    return config.cloud_class.missing_state(config.properties)
 
 
 def refuse_missing_state(config: Any) -> None:

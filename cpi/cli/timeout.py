@@ -73,7 +73,7 @@ def overrides(raw: dict, timeout: float | None) -> dict[str, float]:
             cfg = config.build(raw)
         except BoshError:
             return {}
-        allowed: frozenset[str] = getattr(cfg.cloud_class, "context_overrides", frozenset())
+        allowed = cfg.cloud_class.context_overrides
         wanted = {}
         for key, limit in limits(timeout).items():
             current = getattr(cfg.properties, key, None)

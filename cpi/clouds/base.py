@@ -10,6 +10,7 @@ implements none of the operator's side still serves BOSH in full.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -53,6 +54,25 @@ def boundary(method: Callable[Concatenate[C, P], R]) -> Callable[Concatenate[C, 
 
 
 class Cloud(BoshCloud):
+    # -- worked out from the config alone: no request to the IaaS, never a secret
+    @staticmethod
+    def audit_account(properties: Any) -> str | None:
+        """The account this cloud's audit lines name (`cpi audit` shows one account's
+        lines); None: the lines carry `"account": null`."""
+        return None
+
+    @staticmethod
+    def audit_path(properties: Any) -> str | os.PathLike[str] | None:
+        """Where this cloud's audit trail goes when it has a private state area of its own
+        (the local cloud's state dir); None: the job's store, else the user's cache."""
+        return None
+
+    @staticmethod
+    def missing_state(properties: Any) -> str | None:
+        """What opening this cloud would have to create (the local cloud's state dir),
+        which a command that only reads must not do; None when nothing is missing."""
+        return None
+
     # -- the boundary of each BOSH method (`boundary`): a cloud overrides what it has
     def translate_error(self, exc: Exception, method: str) -> BoshError | None:
         """The cloud's error for an exception of its SDK that `method` did not expect;

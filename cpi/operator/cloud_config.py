@@ -22,7 +22,7 @@ Values under secret-looking keys are never shown.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -30,6 +30,9 @@ from cpi.clouds.findings import Finding, Item, suggest
 from cpi.inputs import CLOUD_CONFIG_LIMIT, read_bytes
 from cpi.logs import looks_secret, shown
 from cpi.validation import Ignored, closest, model_at, yaml_error
+
+if TYPE_CHECKING:
+    from cpi.clouds.base import Cloud
 
 SECTIONS = ("azs", "vm_types", "vm_extensions", "disk_types", "networks", "compilation")
 NETWORK_TYPES = ("manual", "dynamic", "vip")
@@ -146,8 +149,8 @@ def _problem(model: type[BaseModel], loc: tuple, errs: list[dict]) -> str:
 # ---------------------------------------------------------------- the cloud-config
 
 
-def _model_for(cloud_class: type, kind: str, network_type: str | None = None) -> type[BaseModel] | None:
-    models: dict[str, type[BaseModel]] = getattr(cloud_class, "cloud_property_models", {}) or {}
+def _model_for(cloud_class: type[Cloud], kind: str, network_type: str | None = None) -> type[BaseModel] | None:
+    models = cloud_class.cloud_property_models
     if kind != "network":
         return models.get(kind)
     for key, model in models.items():
@@ -357,15 +360,10 @@ def config_findings(ignored: list[Ignored]) -> list[Finding]:
     return [Finding(f"cpi.json: {item.path}", f"unknown property{item.hint}{what_the_call_does()}") for item in ignored]
 
 
-def check_online(cloud: Any, items: list[Item]) -> list[Finding]:
+def check_online(cloud: Cloud, items: list[Item]) -> list[Finding]:
     """Ask the cloud whether what `items` name exists (read-only): `Cloud.check_cloud_config`,
     which raises NotImplemented for a cloud without online checks."""
-    from cpi.errors import NotImplemented as CpiNotImplemented
-
-    method = getattr(cloud, "check_cloud_config", None)
-    if method is None:  # a plugin that does not derive from cpi.clouds.base.Cloud
-        raise CpiNotImplemented(f"online checks are not implemented by the {cloud.name} cloud")
-    return list(method(items))
+    return list(cloud.check_cloud_config(items))
 
 
 class YamlError(ValueError):

@@ -95,12 +95,12 @@ def markdown(cloud_class: Any) -> str:
            f"Stemcell formats: {', '.join(cloud_class.stemcell_formats)}.", "",
            f"### cpi.json `cloud.properties.{cloud_class.name}`", ""]
     out += model_table(cloud_class.Properties)
-    overridable = sorted(getattr(cloud_class, "context_overrides", ()))
+    overridable = sorted(cloud_class.context_overrides)
     out += ["", "A request's `context` (a director's cpi-config) may override, for one call: "
             + (", ".join(f"`{name}`" for name in overridable) if overridable else "nothing")
             + ". Every other property (commands, paths, TLS checks) is set only in cpi.json; "
             "context keys naming one are ignored, with a warning in the log."]
-    for kind, model in getattr(cloud_class, "cloud_property_models", {}).items():
+    for kind, model in cloud_class.cloud_property_models.items():
         out += ["", f"### {kind} cloud_properties", ""]
         if model.__doc__:
             out += [" ".join(model.__doc__.split()), ""]
