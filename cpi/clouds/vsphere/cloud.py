@@ -23,15 +23,12 @@ from cpi.errors import BoshError, CloudError
 from cpi.models import Network, VMResources
 
 from . import errors
+from .job_config import CONTEXT_ENDPOINTS, CONTEXT_OVERRIDES, CONTEXT_SECRETS, VsphereProperties
 from .props import (
-    CONTEXT_ENDPOINTS,
-    CONTEXT_OVERRIDES,
-    CONTEXT_SECRETS,
     DiskCloudProperties,
     ManagedNetworkCloudProperties,
     NetworkCloudProperties,
     VMCloudProperties,
-    VsphereProperties,
 )
 
 
