@@ -25,6 +25,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from cpi import agent_env, locks
+from cpi.cids import AgentId, StemcellCid
 from cpi.errors import BoshError, VMCreationFailed, VMNotFound
 from cpi.models import Network, VMResources
 from cpi.validation import parse
@@ -84,7 +85,7 @@ class Vms:
 
     # ------------------------------------------------------------ create_vm
 
-    def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, nets: dict[str, Network],
+    def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, nets: dict[str, Network],
                env: dict) -> tuple[str, dict[str, Any]]:
         from pyVmomi import vim
 
