@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    BeforeValidator,
     Field,
     SecretStr,
     StrictBool,
@@ -147,14 +148,9 @@ class Datacenter(_Strict):
         False, description="Put VMs and stemcells in a subfolder of `vm_folder` and `template_folder` named by the "
         "director's UUID (always, when a cluster here names a resource pool), so directors sharing the folders keep "
         "apart.")
-    clusters: list[dict[str, ClusterProperties]] = Field(
+    clusters: Annotated[list[dict[str, ClusterProperties]], BeforeValidator(split_clusters)] = Field(
         ..., description="The clusters VMs may go in, each a name or `{NAME: {resource_pool, host_group}}`. May be "
         "empty when every AZ (or vm_type) names its clusters in its own `datacenters`.")
-
-    @field_validator("clusters", mode="before")
-    @classmethod
-    def _split_clusters(cls, value: Any) -> Any:
-        return split_clusters(value)
 
     @field_validator("datastore_pattern", "datastore_cluster_pattern", "persistent_datastore_pattern",
                      "persistent_datastore_cluster_pattern")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StrictBool, StrictInt, field_validator
+from pydantic import AfterValidator, BeforeValidator, Field, StrictBool, StrictInt
 
 from cpi.clouds.vsphere.job_config import ClusterProperties, VmxValue, split_clusters
 from cpi.models import StrictModel as _Strict
@@ -86,14 +86,9 @@ class PlacementDatacenter(_Strict):
     """A vm_type's (or AZ's) `datacenters` entry: which clusters of the datacenter its VMs go in."""
 
     name: str | None = Field(None, description="The datacenter: the one of cpi.json (there is only one).")
-    clusters: list[dict[str, PlacementClusterProperties]] = Field(
+    clusters: Annotated[list[dict[str, PlacementClusterProperties]], BeforeValidator(split_clusters)] = Field(
         ..., description="Clusters for these VMs instead of cpi.json's, each a name or "
         "`{NAME: {resource_pool, host_group, drs_rules}}`.")
-
-    @field_validator("clusters", mode="before")
-    @classmethod
-    def _split_clusters(cls, value: Any) -> Any:
-        return split_clusters(value)
 
 
 class StoragePolicy(_Strict):
