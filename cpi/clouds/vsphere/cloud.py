@@ -24,12 +24,7 @@ from cpi.models import Network, VMResources
 
 from . import errors
 from .job_config import CONTEXT_ENDPOINTS, CONTEXT_OVERRIDES, CONTEXT_SECRETS, VsphereProperties
-from .props import (
-    DiskCloudProperties,
-    ManagedNetworkCloudProperties,
-    NetworkCloudProperties,
-    VMCloudProperties,
-)
+from .props import DiskCloudProperties, ManagedNetworkCloudProperties, NetworkCloudProperties, VMCloudProperties
 
 
 class VsphereCloud(Cloud):
