@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from cpi.clouds.aws import props as aws
 from cpi.clouds.openstack import props as openstack
+from cpi.clouds.vsphere import job_config
 from cpi.clouds.vsphere import props as vsphere
 from cpi.models import Network
 
@@ -96,7 +97,7 @@ def test_every_official_vsphere_job_property_is_a_key_of_the_config():
     vcenter = [key for key in rows if key.startswith("vcenter.")]
     assert len(vcenter) == 34
     assert [key for key in [*vcenter, "plugins"]
-            if not accepts(vsphere.VsphereProperties, key.removeprefix("vcenter."))] == []
+            if not accepts(job_config.VsphereProperties, key.removeprefix("vcenter."))] == []
 
 
 @pytest.mark.parametrize(("cpi", "place"), sorted(MODELS))

@@ -16,6 +16,7 @@ import pytest
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from cpi import config, validation
+from cpi.clouds.vsphere import job_config as job
 from cpi.clouds.vsphere import patterns
 from cpi.clouds.vsphere import props as vsphere
 from cpi.errors import CpiError
@@ -169,7 +170,7 @@ def test_the_counts():
 
 @pytest.mark.parametrize("prop", sorted(k for k in JOB_SPEC if k.startswith("vcenter.")))
 def test_every_vcenter_property_validates_with_its_meaning(prop):
-    props = vsphere.VsphereProperties.model_validate(section())
+    props = job.VsphereProperties.model_validate(section())
     assert read(props, prop.removeprefix("vcenter.")) == JOB_SPEC[prop]
 
 
@@ -184,34 +185,34 @@ def test_the_other_job_properties_are_this_job_s_already():
 
 
 def test_the_official_cpi_json_shape_is_the_same_config():
-    flat = vsphere.VsphereProperties.model_validate(section())
+    flat = job.VsphereProperties.model_validate(section())
     vcenter = section()
     vcenter.pop("address")  # the template writes host alone
-    enveloped = vsphere.VsphereProperties.model_validate(official(vcenter))
+    enveloped = job.VsphereProperties.model_validate(official(vcenter))
     assert enveloped.model_dump(exclude={"address"}) == flat.model_dump(exclude={"address"})
     assert enveloped.vcenter_host == flat.vcenter_host == "vcenter.example.com"
 
 
 def test_keys_beside_vcenters_win_as_the_official_cpi_merges_its_context():
-    props = vsphere.VsphereProperties.model_validate({**official(minimal()), "host": "vc2", "user": "u2"})
+    props = job.VsphereProperties.model_validate({**official(minimal()), "host": "vc2", "user": "u2"})
     assert (props.host, props.user) == ("vc2", "u2")
 
 
 @pytest.mark.parametrize("vcenters", [[], [minimal(), minimal()], {"host": "vc"}, ["vc"]])
 def test_one_vcenter_only(vcenters):
     with pytest.raises(ValidationError, match="vcenters must be a list of one vCenter"):
-        vsphere.VsphereProperties.model_validate({"vcenters": vcenters})
+        job.VsphereProperties.model_validate({"vcenters": vcenters})
 
 
 def test_address_serves_when_host_is_not_set_and_host_wins():
-    assert vsphere.VsphereProperties.model_validate(minimal(host=None, address="10.1.1.1")).vcenter_host == "10.1.1.1"
-    assert vsphere.VsphereProperties.model_validate(minimal(address="10.1.1.1")).vcenter_host == "vc"
+    assert job.VsphereProperties.model_validate(minimal(host=None, address="10.1.1.1")).vcenter_host == "10.1.1.1"
+    assert job.VsphereProperties.model_validate(minimal(address="10.1.1.1")).vcenter_host == "vc"
     with pytest.raises(ValidationError, match="host \\(or address\\) is required"):
-        vsphere.VsphereProperties.model_validate(minimal(host=None))
+        job.VsphereProperties.model_validate(minimal(host=None))
 
 
 def test_the_job_spec_defaults():
-    props = vsphere.VsphereProperties.model_validate(minimal())
+    props = job.VsphereProperties.model_validate(minimal())
     assert props.default_disk_type == "preallocated" and props.default_scsi_controller_type == "paravirtual"
     assert props.default_hw_version == 17 and props.ensure_no_ip_conflicts is True
     assert not any([props.enable_auto_anti_affinity_drs_rules, props.cpu_reserve_full_mhz, props.upgrade_hw_version,
@@ -252,19 +253,19 @@ def test_the_job_spec_defaults():
 def test_the_config_refuses_what_upstream_refuses(changes, expected, monkeypatch):
     monkeypatch.setattr(validation, "strict", True)
     with pytest.raises(CpiError) as err:
-        parse(vsphere.VsphereProperties, minimal(**changes), "cloud.properties.vsphere")
+        parse(job.VsphereProperties, minimal(**changes), "cloud.properties.vsphere")
     assert expected in err.value.message
 
 
 def test_nsxt_takes_a_client_certificate_instead_of_a_password():
-    props = vsphere.VsphereProperties.model_validate(minimal(nsxt={
+    props = job.VsphereProperties.model_validate(minimal(nsxt={
         "host": "nsxt", "auth_certificate": PEM, "auth_private_key": "KEY"}))
     assert props.nsxt is not None and props.nsxt.username is None and props.nsxt.allow_overwrite is True
 
 
 def test_clusters_as_the_job_template_lays_them_out():
     """A bare name is a cluster with no settings; a map of several clusters is several."""
-    props = vsphere.VsphereProperties.model_validate(minimal(datacenters=[{
+    props = job.VsphereProperties.model_validate(minimal(datacenters=[{
         "name": "dc", "datastore_pattern": "ds", "persistent_datastore_pattern": "ds",
         "clusters": ["a", {"b": {"resource_pool": "rp"}, "c": {"host_group": "hg"}}, {"d": {"host_group": {
             "name": "hg2"}}}, {"e": {"host_group": {"name": "hg3", "drs_rule": " must "}}}]}]))
@@ -279,7 +280,7 @@ def test_clusters_as_the_job_template_lays_them_out():
 
 def test_a_misspelt_host_group_rule_is_should_as_upstream(caplog):
     with caplog.at_level("WARNING"):
-        group = vsphere.HostGroup.model_validate({"name": "hg", "drs_rule": "SHOUD"})
+        group = job.HostGroup.model_validate({"name": "hg", "drs_rule": "SHOUD"})
     assert group.drs_rule == "SHOULD" and "SHOUD" in caplog.text
 
 
@@ -425,10 +426,10 @@ class _StandIn:
     cpi.config.build to read a vsphere section (the cloud is not registered yet)."""
 
     name = "vsphere"
-    Properties = vsphere.VsphereProperties
-    context_overrides = vsphere.CONTEXT_OVERRIDES
-    context_endpoints = vsphere.CONTEXT_ENDPOINTS
-    context_secrets = vsphere.CONTEXT_SECRETS
+    Properties = job.VsphereProperties
+    context_overrides = job.CONTEXT_OVERRIDES
+    context_endpoints = job.CONTEXT_ENDPOINTS
+    context_secrets = job.CONTEXT_SECRETS
 
 
 @pytest.fixture
@@ -482,10 +483,10 @@ def test_a_context_moves_the_vcenter_only_with_its_own_password(stand_in):
 
 
 def test_tls_and_plugins_are_never_context_keys():
-    assert {"connection_options", "ssl_verify", "nsx", "nsxt", "plugins"}.isdisjoint(vsphere.CONTEXT_OVERRIDES)
+    assert {"connection_options", "ssl_verify", "nsx", "nsxt", "plugins"}.isdisjoint(job.CONTEXT_OVERRIDES)
     assert {"host", "address", "user", "password", "datacenters", "connect_timeout", "read_timeout",
-            "retry_budget_seconds"} <= vsphere.CONTEXT_OVERRIDES
-    assert set(vsphere.VsphereProperties.model_fields) >= vsphere.CONTEXT_OVERRIDES
+            "retry_budget_seconds"} <= job.CONTEXT_OVERRIDES
+    assert set(job.VsphereProperties.model_fields) >= job.CONTEXT_OVERRIDES
 
 
 # ---------------------------------------------------------------- secrets
@@ -502,7 +503,7 @@ def _is_secret(annotation: typing.Any) -> bool:
     return annotation is SecretStr or SecretStr in typing.get_args(annotation)
 
 
-@pytest.mark.parametrize("model", [vsphere.VsphereProperties, vsphere.VMCloudProperties,
+@pytest.mark.parametrize("model", [job.VsphereProperties, vsphere.VMCloudProperties,
                                    vsphere.DiskCloudProperties, vsphere.NetworkCloudProperties])
 def test_secrets_are_secret_strings_under_names_the_redactor_masks(model):
     """The Redactor learns a secret by its key (cpi.logs.looks_secret); the models mark the
@@ -512,7 +513,7 @@ def test_secrets_are_secret_strings_under_names_the_redactor_masks(model):
             continue  # `remote_auth` looks secret, and the Redactor leaves booleans alone
         assert _is_secret(annotation) == looks_secret(path.rsplit(".", 1)[-1]), path
     secrets = sorted(path for path, annotation in _fields(model) if _is_secret(annotation))
-    if model is vsphere.VsphereProperties:
+    if model is job.VsphereProperties:
         assert secrets == ["nsx.password", "nsxt.auth_private_key", "nsxt.password", "password"]
     else:
         assert secrets == []
@@ -527,7 +528,7 @@ def test_the_official_cpi_json_s_secrets_are_masked():
     for secret in secrets:
         assert redactor.text(f"login failed with {secret}!") == f"login failed with {MASK}!"
     assert redactor.text("user administrator@vsphere.local") == "user administrator@vsphere.local"
-    props = vsphere.VsphereProperties.model_validate(official(vcenter))
+    props = job.VsphereProperties.model_validate(official(vcenter))
     shown = repr(props) + str(props.model_dump())
     assert not any(s in shown for s in ("vc-password-1", "nsx-password-2", "nsxt-password-3", "nsxt-key-4"))
     assert "administrator@vsphere.local" in shown
@@ -536,5 +537,5 @@ def test_the_official_cpi_json_s_secrets_are_masked():
 def test_a_bad_password_s_value_is_never_in_the_error(monkeypatch):
     monkeypatch.setattr(validation, "strict", True)
     with pytest.raises(CpiError) as err:
-        parse(vsphere.VsphereProperties, minimal(password=12345678), "cloud.properties.vsphere")
+        parse(job.VsphereProperties, minimal(password=12345678), "cloud.properties.vsphere")
     assert "password" in err.value.message and "12345678" not in err.value.message

@@ -16,7 +16,7 @@ from tests.vsphere import target as vsphere_target
 def vsphere_properties(server, **overrides):
     """The vsphere section of a cpi.json for `server` (a running simulator), as the typed
     model the cloud reads."""
-    from cpi.clouds.vsphere.props import VsphereProperties
+    from cpi.clouds.vsphere.job_config import VsphereProperties
 
     section = {"host": f"{server.host}:{server.port}", "user": server.username, "password": server.password,
                "datacenters": [{"name": "DC0", "clusters": ["DC0_C0"], "datastore_pattern": "^LocalDS_",

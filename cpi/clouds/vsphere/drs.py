@@ -18,7 +18,7 @@ from cpi.errors import CloudError
 from . import tasks
 
 if TYPE_CHECKING:
-    from .props import VsphereProperties
+    from .job_config import VsphereProperties
     from .session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")

@@ -26,13 +26,14 @@ from cpi.errors import BoshError, CloudError, CpiError
 from cpi.validation import parse
 
 from . import lookups, nsxt, nsxv, passthrough, pbm, pods
-from .props import ClusterProperties, NsxtLoadBalancer, NsxtVmProperties, VMCloudProperties
+from .job_config import ClusterProperties
+from .props import NsxtLoadBalancer, NsxtVmProperties, VMCloudProperties
 
 if TYPE_CHECKING:
     from typing import Protocol
 
+    from .job_config import VsphereProperties
     from .place import Place
-    from .props import VsphereProperties
     from .session import Session
 
     class VsphereCloud(Protocol):

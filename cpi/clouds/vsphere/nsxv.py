@@ -43,7 +43,7 @@ from . import rest
 from .session import tls_context, verified
 
 if TYPE_CHECKING:
-    from .props import Nsx as NsxConfig
+    from .job_config import Nsx as NsxConfig
     from .props import NsxVmProperties
 
 log = logging.getLogger("cpi.clouds.vsphere")

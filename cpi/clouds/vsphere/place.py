@@ -33,7 +33,7 @@ from .patterns import compile_pattern
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .props import ClusterProperties, VsphereProperties
+    from .job_config import ClusterProperties, VsphereProperties
     from .session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")

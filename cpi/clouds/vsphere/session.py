@@ -47,7 +47,7 @@ from cpi.errors import CloudError
 from . import audited, errors
 
 if TYPE_CHECKING:
-    from .props import VsphereProperties
+    from .job_config import VsphereProperties
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

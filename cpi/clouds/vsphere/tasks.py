@@ -36,7 +36,7 @@ from . import errors
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from .props import VsphereProperties
+    from .job_config import VsphereProperties
 
     class Session(Protocol):
         """What a wait reads of session.Session, named here rather than imported: the

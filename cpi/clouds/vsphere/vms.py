@@ -25,6 +25,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from cpi import agent_env, locks
+from cpi.cids import AgentId, StemcellCid
 from cpi.errors import BoshError, VMCreationFailed, VMNotFound
 from cpi.models import Network, VMResources
 from cpi.validation import parse
@@ -45,7 +46,7 @@ from . import (
     transfer,
 )
 from .place import HEADROOM_MIB, Place, describe, pick
-from .props import VMCloudProperties
+from .props import NetworkCloudProperties, VMCloudProperties
 from .stemcells import StemcellMissing, Stemcells
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class Vms:
 
     # ------------------------------------------------------------ create_vm
 
-    def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, nets: dict[str, Network],
+    def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, nets: dict[str, Network],
                env: dict) -> tuple[str, dict[str, Any]]:
         from pyVmomi import vim
 
@@ -95,6 +96,7 @@ class Vms:
             refused = nsxt.refusal(self.properties)
             if refused:
                 raise VMCreationFailed(refused, ok_to_retry=False)
+        network_props: list[NetworkCloudProperties] = []
         for name, net in nets.items():
             if net.type == "vip":
                 raise VMCreationFailed(f"network '{name}' is a vip network: vSphere has none (as in the official "
@@ -102,6 +104,9 @@ class Vms:
             if not net.cloud_properties.get("name"):
                 raise VMCreationFailed(f"network '{name}': its cloud_properties need `name`, the vSphere network to "
                                        "put the NIC on", ok_to_retry=False)
+            # typed as AWS's and OpenStack's are: a bad value fails here (CpiError), before anything is made
+            network_props.append(parse(NetworkCloudProperties, net.cloud_properties,
+                                       f"network '{name}' cloud_properties"))
         vm_cid = self._name(env)
         tag_ids = self._tags(props)
         joins = self._nsxt_joins(props)
@@ -120,9 +125,8 @@ class Vms:
             placements = [placement for placement in placements if placement[0] in offered.clusters]
         cluster_name, cluster_settings, pool, datastore = self._placement(placements, props, policy)
         template = self._template(stemcell_cid, datastore)
-        backings = [devices.nic_backing(self.session, lookups.network(self.session, self.place.config.name,
-                                                                      net.cloud_properties["name"]))
-                    for net in nets.values()]
+        backings = [devices.nic_backing(self.session, lookups.network(self.session, self.place.config.name, net.name))
+                    for net in network_props]
         folder = self.place.folder(self.place.vm_folder_path())
         template_devices = list(template.ref.config.hardware.device)
         spec = self._clone_spec(props, pool, datastore, template, template_devices, backings, vm_cid, policy)

@@ -24,7 +24,7 @@ from .. import rest
 from ..session import tls_context, verified
 
 if TYPE_CHECKING:
-    from ..props import Nsxt as NsxtConfig
+    from ..job_config import Nsxt as NsxtConfig
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
