@@ -10,6 +10,8 @@ directory, a failing one keeps it and says where."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from tests.support import suite
@@ -20,6 +22,11 @@ _start: dict = {}
 
 
 def pytest_configure(config):
+    # A suite started in the background of a non-interactive shell (`bin/test &`) begins
+    # with SIGINT ignored, and every child inherits that: the tests that press Ctrl-C on
+    # `cpi certify` would find it deaf. They need SIGINT as a terminal delivers it.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if not config.option.basetemp:
         config.option.basetemp = str(suite.basetemp())
     _start["real_cache"] = suite.snapshot(suite.REAL_CACHE)
