@@ -26,11 +26,11 @@ def collector():
     made.close()
 
 
-def _config(tmp_path, endpoint: str | None, **tracing) -> object:
+def _config(tmp_path, endpoint: str | None, name: str = "cpi.json", **tracing) -> object:
     properties: dict = {"local": {"state_dir": str(tmp_path / "state")}}
     if endpoint is not None:
         properties["tracing"] = {"endpoint": endpoint, "headers": {"x-api-key": API_KEY}, **tracing}
-    path = tmp_path / "cpi.json"
+    path = tmp_path / name
     path.write_text(json.dumps({"cloud": {"plugin": "local", "properties": properties}}))
     return path
 
@@ -105,7 +105,7 @@ def test_off_no_opentelemetry_module_is_imported(tmp_path, collector):
     """No `tracing` section and no OTEL_ variable: not one module of the SDK, and `info`
     not even cpi.tracing's settings reader."""
     for config, reads_settings in ((_config(tmp_path, None), False),
-                                   (_config(tmp_path, collector.url, enabled=False), True)):
+                                   (_config(tmp_path, collector.url, "off.json", enabled=False), True)):
         for method, arguments in (("info", []), ("has_vm", ["vm-1"])):
             request = json.dumps({"method": method, "arguments": arguments}).encode()
             proc = subprocess.run(bin_cpi_argv(config, "-X", "importtime"), input=request, capture_output=True,
