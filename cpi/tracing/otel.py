@@ -242,3 +242,10 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, urllib3.exceptions.TimeoutError):
         return "no answer in time"
     return f"{type(exc).__name__}: {exc}"
+
+
+def preload() -> None:
+    """What an export imports (the protobuf encoder, urllib3), for the warm helper to load
+    once before it forks its workers."""
+    import urllib3  # noqa: F401
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: F401
