@@ -34,6 +34,13 @@ def span(name: str, **attributes: object) -> Span:
     return NOTHING if _current is None else _current.child(name, attributes)
 
 
+def record(name: str, started_ns: int, **attributes: object) -> None:
+    """A span that began at `started_ns` (time.time_ns()) and ends now, under the current
+    one: for a wait known to have been one only once it is over (the shared rate's)."""
+    if _current is not None:
+        _current.record(name, started_ns, attributes)
+
+
 def active() -> CallTrace | None:
     """The call's trace, if this call is traced."""
     return _current

@@ -115,13 +115,21 @@ class CallTrace:
                                                        if isinstance(v, SCALARS)})
         self._token = otel_context.attach(otel_trace.set_span_in_context(self.root))
 
+    def _parent(self) -> otel_context.Context | None:
+        """None (the current span) but in a thread the call started, which begins with an
+        empty OpenTelemetry context: there, the call's own span."""
+        if otel_trace.get_current_span().get_span_context().is_valid:
+            return None
+        return otel_trace.set_span_in_context(self.root)
+
     def child(self, name: str, attributes: dict[str, object]) -> Span:
-        """A span under the current one; under the call's own in a thread the call started,
-        which begins with an empty OpenTelemetry context."""
-        parent = None
-        if not otel_trace.get_current_span().get_span_context().is_valid:
-            parent = otel_trace.set_span_in_context(self.root)
-        return _Span(self.tracer, name, attributes, parent)
+        """A span under the current one."""
+        return _Span(self.tracer, name, attributes, self._parent())
+
+    def record(self, name: str, started_ns: int, attributes: dict[str, object]) -> None:
+        """A span from `started_ns` to now, under the current one."""
+        self.tracer.start_span(name, context=self._parent(), start_time=started_ns,
+                               attributes={k: _value(v) for k, v in attributes.items() if v is not None}).end()
 
     def annotate(self, **attributes: object) -> None:
         """Attributes of the call itself (the cloud, its account, the arguments' cids)."""
