@@ -5,6 +5,10 @@ attempts) and each wait, all inside the call's time."""
 
 from __future__ import annotations
 
+import os
+
+from tests.support.otlp import tree
+
 #: STATUS_CODE_ERROR in OTLP's Status
 ERROR = 2
 
@@ -55,11 +59,13 @@ def test_iaas_requests_and_waits_are_spans_of_their_call(debug_lifecycle, target
         return  # the local cloud makes no IaaS request
     root, spans = next(tree for tree in _trees(run) if tree[0]["attributes"]["bosh.method"] == "create_vm")
     requests = [s for s in spans if "cpi.request" in s["attributes"]]
-    assert requests, [s["name"] for s in spans]
+    assert requests, tree([root, *spans])
     if target.name in ("aws", "openstack"):  # (vSphere's session names its vCenter in its errors only)
         assert any(s["attributes"].get("server.address") for s in requests)  # (an outer retry names none)
         # they wait for the VM to run through cpi.waits
         waits = [s for s in spans if s["name"].startswith("wait for ")]
-        assert waits and all(s["attributes"]["cpi.looks"] >= 1 for s in waits)
+        assert waits and all(s["attributes"]["cpi.looks"] >= 1 for s in waits), tree([root, *spans])
         looks = [s for s in requests if any(s["parent_id"] == w["span_id"] for w in waits)]
-        assert looks, "a wait's looks are requests beneath it"
+        assert looks, f"a wait's looks are requests beneath it:\n{tree([root, *spans])}"
+    if os.environ.get("CPI_TRACE_SHOW"):  # to read one by hand: CPI_TRACE_SHOW=1 bin/test ... -s
+        print(f"\n{target.name} create_vm\n{tree([root, *spans])}")

@@ -104,3 +104,28 @@ def refused_url() -> str:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1/traces"
+
+
+def tree(spans: list[dict[str, Any]]) -> str:
+    """One trace as an indented tree, each span with its start (ms after the root's) and
+    duration: for a failing assertion's message, and for reading a trace by hand."""
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for span in sorted(spans, key=lambda s: s["start_ns"]):
+        children.setdefault(span["parent_id"], []).append(span)
+    roots = children.get(None, [])
+    origin = roots[0]["start_ns"] if roots else 0
+    lines: list[str] = []
+
+    def walk(span: dict[str, Any], depth: int) -> None:
+        took = (span["end_ns"] - span["start_ns"]) / 1e6
+        start = (span["start_ns"] - origin) / 1e6
+        keys = ("cpi.attempts", "cpi.looks", "cpi.retry_wait_s", "cpi.shared_rate_wait_s", "error.type")
+        notes = ", ".join(f"{k.split('.')[-1]} {span['attributes'][k]}" for k in keys if k in span["attributes"])
+        notes = f"  ({notes})" if notes else ""
+        lines.append(f"{start:9.1f} ms {took:9.1f} ms  {'  ' * depth}{span['name']}{notes}")
+        for child in children.get(span["span_id"], []):
+            walk(child, depth + 1)
+
+    for root in roots:
+        walk(root, 0)
+    return "\n".join(lines)
