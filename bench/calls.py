@@ -290,13 +290,14 @@ class OpenStack(Section):
 
 
 def report(sections: list[Section], floor: float) -> None:
-    print(f"{'':22s} {'case':28s} {'mode':5s} {'median':>9s} {'best':>9s} {'x floor':>8s}  n")
+    width = max(5, *(len(row.mode) for section in sections for row in section.rows))
+    print(f"{'':22s} {'case':28s} {'mode':{width}s} {'median':>9s} {'best':>9s} {'x floor':>8s}  n")
     for section in sections:
         for row in section.rows:
             if not row.times:
                 continue
             median = statistics.median(row.times)
-            print(f"{section.title:22s} {row.name:28s} {row.mode:5s} {median * 1000:7.1f}ms "
+            print(f"{section.title:22s} {row.name:28s} {row.mode:{width}s} {median * 1000:7.1f}ms "
                   f"{min(row.times) * 1000:7.1f}ms {median / floor:7.2f}x  {len(row.times)}"
                   + (f"   ({row.note})" if row.note else ""))
 
@@ -337,6 +338,9 @@ def main() -> int:
                              "`bench/release.py --keep` leave it)")
     parser.add_argument("--create-vm-every", type=int, default=3, help="time create_vm every N rounds (0: never)")
     parser.add_argument("--cold-only", action="store_true", help="no warm mode (a checkout without cpi/warm.py)")
+    parser.add_argument("--against", type=Path, metavar="DIR",
+                        help="also measure this checkout's bin/cpi (an older commit's worktree) in the same rounds, "
+                             "its rows marked @DIR's name: before and after under the same load")
     args = parser.parse_args()
 
     python = None
@@ -348,9 +352,12 @@ def main() -> int:
                          "packages/cpi/venv): one built before issue #21 ran `python -I -m cpi` from its wrapper")
     else:
         root = (args.checkout or ROOT).resolve()
-    checkouts = {"cold": Checkout(root, {"CPI_HELPER_IDLE_TIMEOUT": "0"}, python)}
-    if not args.cold_only:
-        checkouts["warm"] = Checkout(root, {"CPI_HELPER_IDLE_TIMEOUT": "600"}, python)
+    idle = {"cold": "0"} if args.cold_only else {"cold": "0", "warm": "600"}
+    roots = {"": (root, python)}
+    if args.against:
+        roots[f"@{args.against.resolve().name}"] = (args.against.resolve(), None)
+    checkouts = {f"{mode}{tag}": Checkout(where, {"CPI_HELPER_IDLE_TIMEOUT": seconds}, interpreter)
+                 for tag, (where, interpreter) in roots.items() for mode, seconds in idle.items()}
     print(f"bin/cpi of {root}; interpreter {checkouts['cold'].python}; {os.cpu_count()} cores; {load()}")
     work = Path(tempfile.mkdtemp(prefix="cpi-bench-calls-"))
     sections: list[Section] = [Floor(checkouts, work), Local(checkouts, work, args.create_vm_every)]
@@ -358,9 +365,9 @@ def main() -> int:
         sections.append(Aws(checkouts, work))
     if args.openstack:
         sections.append(OpenStack(checkouts, work))
-    warm = checkouts.get("warm")
+    warms = [c for mode, c in checkouts.items() if mode.startswith("warm")]
     try:
-        if warm is not None:
+        for warm in warms:
             warm.helper("stop")  # a helper of older code would refuse (stale) and restart: start afresh
             warm.start_helper(sections[0].config)
         for section in sections:  # one unmeasured round: files in the page cache, .pyc written
@@ -373,7 +380,7 @@ def main() -> int:
     finally:
         for section in sections:
             section.close()
-        if warm is not None:
+        for warm in warms:
             warm.helper("stop")
     print(f"after {args.n} rounds: {load()}")
     floor = statistics.median(sections[0].rows[0].times)

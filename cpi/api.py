@@ -22,7 +22,7 @@ from pydantic import (
     create_model,
 )
 
-from cpi import audit, errors
+from cpi import audit, errors, tracing
 from cpi.cids import AgentId, DiskCid, NetworkCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds.bosh import BoshCloud
 from cpi.config import Config
@@ -109,6 +109,7 @@ def dispatch(call: Call, arguments: list[Any]) -> Any:
         raise errors.NotImplemented(f"Must call implemented method: {shown(call.method, 64)} is not a CPI method")
     kwargs = _bind(call.method, handler, arguments)
     audit.begin(call, kwargs)
+    _annotate_trace(call, kwargs)
     for name, kind in CID_KINDS.items():
         value = kwargs.get(name)
         if isinstance(value, str) and not possible_cid(value):
@@ -116,6 +117,21 @@ def dispatch(call: Call, arguments: list[Any]) -> Any:
     if call.method not in ("info", "ping"):
         call.cloud.before_call(call.method)
     return handler(call, **kwargs)
+
+
+def _annotate_trace(call: Call, kwargs: dict[str, Any]) -> None:
+    """The traced call's span names its cloud, account and the cids it was given
+    (cpi.tracing; nothing when tracing is off)."""
+    trace = tracing.active()
+    if trace is None:
+        return
+    try:
+        account = audit.account_of(call.config)
+    except Exception as exc:  # noqa: BLE001 - a span without its account beats a failed call
+        log.debug("tracing: cannot tell the account: %s", shown(str(exc), 200))
+        account = None
+    cids = {f"bosh.{name}": kwargs[name] for name in (*CID_KINDS, "agent_id") if isinstance(kwargs.get(name), str)}
+    trace.annotate(**{"cloud.provider": call.config.plugin, "cloud.account.id": account, **cids})
 
 
 def possible_cid(cid: str) -> bool:

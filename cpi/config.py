@@ -28,6 +28,7 @@ from cpi.backoff import ThrottleConfig
 from cpi.errors import CpiError
 from cpi.models import AgentConfig
 from cpi.raw_config import info_result, read_file  # noqa: F401 - read_file: callers know it as config.read_file
+from cpi.tracing.model import TracingConfig
 from cpi.validation import describe
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ class Config:
     throttle: ThrottleConfig
     raw: dict  # the file as read, kept to collect secrets for redaction
     audit: AuditConfig = field(default_factory=AuditConfig)
+    tracing: TracingConfig = field(default_factory=TracingConfig)
     #: the keys no model knows, left out with a warning (validation.strict off): `cpi validate` reports them
     ignored: list[validation.Ignored] = field(default_factory=list)
 
@@ -122,7 +124,7 @@ def _overrides(plugin: str, cloud_class: type[Cloud], context: dict, section: di
 #: The sections of cloud.properties this CPI reads besides the plugin's own and
 #: `validation` (read first: it decides how these are read), with their models.
 SECTIONS: dict[str, type[BaseModel]] = {"agent": AgentConfig, "debug": DebugConfig, "throttle": ThrottleConfig,
-                                        "audit": AuditConfig}
+                                        "audit": AuditConfig, "tracing": TracingConfig}
 #: Sections an official job renders that no CPI acts on, so its cpi.json verbatim warns of
 #: nothing: `registry` (the BOSH registry, gone since agents read their settings from the
 #: IaaS) and aws_cpi's `stemcell`, which its template writes beside `aws` while its CPI

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cpi import backoff
+from cpi import backoff, tracing
 from cpi.errors import CloudError
 
 if TYPE_CHECKING:
@@ -237,6 +237,9 @@ def call(
     limiter = backoff.limiter(shared) if shared else None
     deadline = time.monotonic() + budget  # the shared rate's waits count against the budget too
     verdicts: dict[int, Verdict] = {}
+    attempts = 0
+    paused = 0.0  # seconds slept between attempts
+    shared_wait = limiter.waited if limiter is not None else 0.0
 
     def verdict_of(exc: BaseException) -> Verdict:
         # classify once per exception: a classifier may itself ask the cloud
@@ -245,6 +248,8 @@ def call(
         return verdicts[id(exc)]
 
     def one() -> T:
+        nonlocal attempts
+        attempts += 1
         if limiter is not None:
             limiter.acquire(what, deadline)
         try:
@@ -259,17 +264,30 @@ def call(
             limiter.succeeded()
         return result
 
-    try:
-        return _retried(one, verdict_of, what, budget, max_attempts, sleep, rng)
-    except Exception as exc:
-        bound = _exceeded(exc)
-        if bound is not None and peer is not None:
-            from cpi import bounded
+    def pause(seconds: float) -> None:
+        nonlocal paused
+        paused += seconds
+        (sleep or time.sleep)(seconds)
 
-            raise CloudError(f"{what}: {bounded.message(bound, shown(peer))}") from None
-        if unreachable is None or not verdict_of(exc).unopened:
-            raise
-        raise unreachable(verdict_of(exc)) from None
+    # one span per request, its attempts and waits included (cpi.tracing: nothing when off)
+    with tracing.span(what, **{"cpi.request": what, "server.address": peer}) as span:
+        try:
+            return _retried(one, verdict_of, what, budget, max_attempts, pause, rng)
+        except Exception as exc:
+            span.set("error.kind", verdict_of(exc).kind.name.lower())
+            bound = _exceeded(exc)
+            if bound is not None and peer is not None:
+                from cpi import bounded
+
+                raise CloudError(f"{what}: {bounded.message(bound, shown(peer))}") from None
+            if unreachable is None or not verdict_of(exc).unopened:
+                raise
+            raise unreachable(verdict_of(exc)) from None
+        finally:
+            span.set("cpi.attempts", attempts)
+            span.set("cpi.retry_wait_s", round(paused, 3))
+            if limiter is not None:
+                span.set("cpi.shared_rate_wait_s", round(limiter.waited - shared_wait, 3))
 
 
 def _retried(one: Callable[[], T], verdict_of: Classifier, what: str, budget: float, max_attempts: int,

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from cpi import errors, strict_json
+from cpi import errors, strict_json, tracing
 from cpi.logs import DEBUG, ERROR, INFO, WARNING, CallLog, plural, shown
 
 TYPE_CHECKING = False  # not `typing`: it costs a few ms of every call
@@ -102,8 +102,10 @@ def _json_kind(value: Any) -> str:
     return "null"
 
 
-def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
-    """Everything between the bytes read and the result; raises the cpi.errors types."""
+def handle(raw: bytes, config_path: str | None, call_log: CallLog, started_ns: int = 0) -> Any:
+    """Everything between the bytes read and the result; raises the cpi.errors types. A
+    call served to its caller (`started_ns` given: when it started) is traced if tracing is
+    on (cpi.tracing); `cpi plan`'s, made in the operator's process, is not."""
     from cpi import raw_config
 
     config_data = raw_config.read_file(config_path)
@@ -117,6 +119,8 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog) -> Any:
     api_version = request.api_version if request.api_version is not None else 1
     call_log.emit(INFO, "cpi.rpc", f"{shown(request.method, 64)} (api_version {api_version}, "
                                    f"{plural(len(request.arguments), 'argument')})")
+    if started_ns:
+        tracing.begin(config_data, request.method, api_version, request.context, started_ns, call_log)
     # `info` answers the same whatever the context says: the director asks it before it
     # knows which cpi-config applies, and a context must not be able to make it fail.
     if request.method == "info" and not request.arguments:
@@ -174,20 +178,21 @@ def serve_once(stdin_fd: int, stdout_fd: int, config_path: str | None,
     Whatever is raised, at whatever point (a bug, a RecursionError, an interrupt), the
     caller gets one response; and once the cloud has acted, its result is in that response."""
     call_log = CallLog(sys.stderr, attach=False)
-    started = time.monotonic()
+    started, started_ns = time.monotonic(), time.time_ns()
     result, error = None, None
     try:
         call_log.set_level(_log_level())
         raw, problem = read_all(stdin_fd) if stdin is None else stdin
         if problem is not None:
             call_log.emit(WARNING, "cpi.rpc", f"cannot read stdin: {problem}")
-        result = handle(raw, config_path, call_log)
+        result = handle(raw, config_path, call_log, started_ns)
     except errors.BoshError as exc:
         error = exc
     except BaseException as exc:  # noqa: BLE001 - the wire must get a response whatever happened
         error = _unexpected(exc, call_log)
     if error is not None:
         call_log.emit(ERROR, "cpi.rpc", f"{error.wire_type}: {error.message}")
+    tracing.finish(result, error, call_log)
     call_log.emit(INFO, "cpi.rpc", f"done in {time.monotonic() - started:.3f}s")
     _write(stdout_fd, result, error, call_log)
     return 0

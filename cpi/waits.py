@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from cpi import plan
+from cpi import plan, tracing
 from cpi.errors import CloudError
 
 if TYPE_CHECKING:
@@ -95,35 +95,40 @@ def until(
         plan.active.wait(what, timeout)
         log.info("plan: the call would wait for %s (at most %.0fs)", what, timeout)
         return None
-    started = clock()
-    learned = history.schedule(schedule.factor, schedule.cap) if history is not None else None
-    delays = (learned or schedule).delays()
-    looks = 0
-    last_state = None
-    not_yet = 0.0  # when a look last found it not done: the transition ended after that
-    if not check_first:
-        sleep(next(delays))
-    while True:
-        looked = clock() - started
-        result = check()
-        looks += 1
-        if result.state != last_state:
-            if last_state is not None or not result.done:
-                log.info("%s: %s (after %.2fs)", what, result.state, clock() - started)
-            last_state = result.state
-        if result.done:
-            log.info("%s: done after %.2fs, %d look%s", what, clock() - started, looks, "" if looks == 1 else "s")
-            if history is not None and not (check_first and looks == 1):  # not: done before it began
-                history.record((not_yet + looked) / 2)
-            return result.value
-        not_yet = looked
-        delay = next(delays)
-        elapsed = clock() - started
-        if elapsed + delay > timeout:
-            bound = f" ({setting} {timeout:.0f}s)" if setting else ""
-            raise WaitTimeout(
-                f"timed out after {elapsed:.0f}s{bound} waiting for {what} (still {result.state}, {looks} "
-                f"look{'' if looks == 1 else 's'})",
-                ok_to_retry=True,
-            )
-        sleep(delay)
+    # one span per wait (cpi.tracing: nothing when off); its looks are the requests' spans
+    with tracing.span(f"wait for {what}", **{"cpi.wait": what, "cpi.timeout_s": timeout}) as span:
+        started = clock()
+        learned = history.schedule(schedule.factor, schedule.cap) if history is not None else None
+        delays = (learned or schedule).delays()
+        looks = 0
+        last_state = None
+        not_yet = 0.0  # when a look last found it not done: the transition ended after that
+        if not check_first:
+            sleep(next(delays))
+        while True:
+            looked = clock() - started
+            result = check()
+            looks += 1
+            if result.state != last_state:
+                if last_state is not None or not result.done:
+                    log.info("%s: %s (after %.2fs)", what, result.state, clock() - started)
+                last_state = result.state
+            if result.done:
+                span.set("cpi.looks", looks)
+                log.info("%s: done after %.2fs, %d look%s", what, clock() - started, looks, "" if looks == 1 else "s")
+                if history is not None and not (check_first and looks == 1):  # not: done before it began
+                    history.record((not_yet + looked) / 2)
+                return result.value
+            not_yet = looked
+            delay = next(delays)
+            elapsed = clock() - started
+            if elapsed + delay > timeout:
+                span.set("cpi.looks", looks)
+                span.set("cpi.state", str(result.state))
+                bound = f" ({setting} {timeout:.0f}s)" if setting else ""
+                raise WaitTimeout(
+                    f"timed out after {elapsed:.0f}s{bound} waiting for {what} (still {result.state}, {looks} "
+                    f"look{'' if looks == 1 else 's'})",
+                    ok_to_retry=True,
+                )
+            sleep(delay)

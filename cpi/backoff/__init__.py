@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cpi import private
+from cpi import private, tracing
 from cpi.errors import RetriableCloudError
 
 log = logging.getLogger("cpi.backoff")
@@ -147,6 +147,7 @@ class SharedLimiter:
         (time.monotonic()) is when the caller's retry budget runs out: a turn that comes
         later fails the call at once, retryably, naming the wait, rather than sleep past it."""
         waited = 0.0
+        started_ns = time.time_ns()
         while (delay := self.store.step("acquire")) > 0:
             if deadline is not None and time.monotonic() + delay > deadline:
                 left = max(0.0, deadline - time.monotonic())
@@ -158,6 +159,8 @@ class SharedLimiter:
         if waited >= 0.05:
             log.info("%s: waited %.2fs for the shared rate of %s (other CPI processes were throttled)",
                      what, waited, self.key)
+            tracing.record(f"wait for the shared rate of {self.key}", started_ns,
+                           **{"cpi.wait": "shared rate", "cpi.rate_key": self.key, "cpi.waited_s": round(waited, 3)})
         self.waited += waited
 
     def throttled(self, retry_after: float | None = None) -> None:

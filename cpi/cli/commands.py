@@ -133,7 +133,8 @@ def _quiet_stdout() -> None:
 
 def version_text() -> str:
     """`cpi --version`: this CPI's version and, from a checkout (or a built release's
-    source), the BOSH release's name and version as release.yml gives them."""
+    source), the BOSH release's name and version as release.yml gives them, and how to read
+    the SBOM a build puts in it."""
     from pathlib import Path
 
     import yaml
@@ -148,4 +149,6 @@ def version_text() -> str:
         return text
     if isinstance(spec, dict) and spec.get("name") and spec.get("version"):
         text += f"\nrelease {spec['name']} {spec['version']} ({release})"
+        text += (f"\nits bill of materials (CycloneDX): `cpi release sbom [--table] "
+                 f"dev_releases/{spec['name']}-{spec['version']}.tgz` once built (docs/release.md)")
     return text

@@ -6,6 +6,7 @@ Outer archive (members without "./", like `tar -C staging release.MF jobs packag
     jobs/<job>.tgz            ./job.MF ./monit ./templates/<source> [./properties_schema.json]
     packages/<package>.tgz    ./packaging and every matched file at its relpath
     license.tgz               ./LICENSE ./NOTICE ... (also copied loose to the top)
+    sbom.cdx.json             the CycloneDX SBOM of the wheels and CPython (cpi.release.sbom)
 
 The tarball is written next to its final name and renamed into place, so an interrupted
 build never leaves a truncated release where create-env would pick it up.
@@ -18,7 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cpi.release import gitinfo, vendor
+from cpi.release import gitinfo, sbom, vendor
 from cpi.release.archive import Member, archive_mtime, with_parent_dirs, write_archive
 from cpi.release.definition import check_version, load_definition
 from cpi.release.errors import ReleaseError
@@ -141,6 +142,7 @@ def _write_parts(
         outer.append(Member("license.tgz", "file", path=path))
         for entry in contents.license.entries:
             outer.append(Member(entry.relpath, "file", path=entry.path, expected_digest=entry.digest))
+    outer.append(Member(sbom.MEMBER, "bytes", data=sbom.document(contents, version)))
 
     manifest = ReleaseManifest(
         name=contents.definition.name,

@@ -1,4 +1,4 @@
-"""`cpi release build|vendor`: the command line of the release builder.
+"""`cpi release build|vendor|sbom`: the command line of the release builder.
 
 Usable three ways: `main(argv)` on its own (`python -m cpi.release build`), or hooked into
 the project CLI with `add_parser(subparsers, name, summary)`, which adds `release` with its
@@ -80,6 +80,17 @@ def _vendor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sbom(args: argparse.Namespace) -> int:
+    from cpi.release.sbom import MEMBER, pretty, read_from, table
+
+    data = read_from(Path(args.tarball))
+    try:
+        print(table(data) if args.table else pretty(data))
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise ReleaseError(f"{args.tarball}: its {MEMBER} is not a CycloneDX JSON document ({exc})") from None
+    return 0
+
+
 RELEASE_DIR_HELP = "directory holding release.yml (default: this checkout, whatever the current directory)"
 
 
@@ -103,7 +114,7 @@ def _guarded(command):
 
 
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the build and vendor subcommands to `parser`."""
+    """Add the build, vendor and sbom subcommands to `parser`."""
     commands = parser.add_subparsers(dest="release_command", metavar="COMMAND", required=True)
 
     build = commands.add_parser(
@@ -144,6 +155,19 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--no-wheels", dest="wheels", action="store_false", help="do not download wheels (e.g. only add the source)"
     )
     vendor.set_defaults(handler=_guarded(_vendor), func=_guarded(_vendor))
+
+    sbom = commands.add_parser(
+        "sbom",
+        help="print the bill of materials a built release carries",
+        description="Print sbom.cdx.json of a release tarball: the CycloneDX SBOM that `build` puts in it,\n"
+        "naming every vendored wheel and the CPython source with its version, licence and sha256.",
+        epilog="examples:\n  cpi release sbom dev_releases/bosh-python-cpi-0.1.0.tgz\n"
+               "  cpi release sbom --table dev_releases/bosh-python-cpi-0.1.0.tgz",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sbom.add_argument("tarball", metavar="TARBALL", help="a release tarball `cpi release build` wrote")
+    sbom.add_argument("--table", action="store_true", help="one line per component instead of the JSON")
+    sbom.set_defaults(handler=_guarded(_sbom), func=_guarded(_sbom))
     return parser
 
 

@@ -29,6 +29,9 @@ def warm_up(preload: Sequence[str] = ()) -> None:
     import redis  # noqa: F401 - a call with throttle.redis_url imports it (~0.1 s)
 
     from cpi import backoff, logbridge, opening  # noqa: F401 - what every call imports, in the helper's memory
+    from cpi.tracing import otel
+
+    otel.preload()  # a traced call's SDK and encoder (~0.1 s), whether or not one comes
     for name, handler in api.METHODS.items():
         api._argument_model(name, handler)
     config.build({})  # the config models' validators, on the local cloud's defaults: nothing is made

@@ -32,3 +32,17 @@ def target(request, tmp_path_factory):
     made = module.make(tmp_path_factory)
     yield made
     made.cleanup()
+
+
+@pytest.fixture(scope="session")
+def debug_lifecycle(target, tmp_path_factory):
+    """One debug-level lifecycle with secrets planted and traces on, per cloud
+    (tests/lifecycle/debug_run.py), for the secret scan and the trace checks."""
+    from tests.lifecycle import debug_run
+    from tests.support.otlp import Collector
+
+    collector = Collector()
+    try:
+        yield debug_run.run(target, tmp_path_factory.mktemp(f"debug-{target.name}"), collector)
+    finally:
+        collector.close()

@@ -149,6 +149,7 @@ def test_version_names_the_cpi_and_its_release():
     assert shown.returncode == 0
     assert shown.stdout.splitlines()[0] == f"cpi {__version__}"
     assert shown.stdout.splitlines()[1].startswith(f"release {release['name']} {release['version']} ")
+    assert f"cpi release sbom [--table] dev_releases/{release['name']}-{release['version']}.tgz" in shown.stdout
 
 
 @pytest.mark.parametrize("reader", ["true", "head -c 0"])

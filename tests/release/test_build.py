@@ -53,6 +53,7 @@ def test_outer_layout_in_bosh_cli_order(release, tmp_path):
         "license.tgz",
         "LICENSE",
         "NOTICE",
+        "sbom.cdx.json",  # cpi.release.sbom (tests/release/test_sbom.py)
     ]
     assert result.sha256 == sha256(result.tarball.read_bytes())
     assert result.size == result.tarball.stat().st_size

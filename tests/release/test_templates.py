@@ -690,56 +690,49 @@ THROTTLE_SAMPLES = {"enabled": False, "state_dir": "/var/vcap/data/cpi/throttle"
                     "redis_key_prefix": "prod-account:", "redis_timeout": 0.5}
 
 
-def test_throttle_properties_match_the_shared_backoff_model():
-    from cpi.backoff import ThrottleConfig
-
-    spec = job_spec()["properties"]
-    keys = {name.split(".", 1)[1] for name in spec if name.startswith("throttle.")}
-    assert keys == set(ThrottleConfig.model_fields) == set(THROTTLE_SAMPLES)
-    for key, field in ThrottleConfig.model_fields.items():
-        # no spec defaults (the model applies them), but the description says what they are
-        assert "default" not in spec[f"throttle.{key}"]
-        if isinstance(field.default, float):
-            assert f"Unset - {field.default:g}." in spec[f"throttle.{key}"]["description"], key
-
-
-def test_throttle_is_rendered_only_when_set_and_the_cpi_accepts_it(cpi_json, tmp_path):
-    from cpi import config
-
-    unset = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}})
-    assert "throttle" not in unset["cloud"]["properties"]
-    rendered = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)},
-                         "throttle": THROTTLE_SAMPLES})
-    assert rendered["cloud"]["properties"]["throttle"] == THROTTLE_SAMPLES
-    built = config.build(rendered)
-    assert built.throttle.model_dump(mode="json") == THROTTLE_SAMPLES
-    partial = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)},
-                        "throttle": {"max_rate": 5}})
-    assert partial["cloud"]["properties"]["throttle"] == {"max_rate": 5}
-
-
 AUDIT_SAMPLES = {"enabled": False, "path": "/var/vcap/sys/log/cpi/audit.log", "max_bytes": 1048576, "keep": 3}
 
+TRACING_SAMPLES = {"enabled": False, "endpoint": "https://otel.internal:4318/v1/traces",
+                   "headers": {"x-api-key": "tracing-secret"}, "timeout": 0.5,
+                   "ca_cert_file": "/var/vcap/jobs/cpi/config/otel-ca.pem"}
 
-def test_audit_properties_match_the_audit_model():
-    from cpi.audit import AuditConfig
+#: The sections of cloud.properties every cloud shares: their model, every key set, one key set.
+SHARED_SECTIONS = {"throttle": ("cpi.backoff:ThrottleConfig", THROTTLE_SAMPLES, {"max_rate": 5}),
+                   "audit": ("cpi.audit:AuditConfig", AUDIT_SAMPLES, {"keep": 2}),
+                   "tracing": ("cpi.tracing.model:TracingConfig", TRACING_SAMPLES,
+                               {"endpoint": "http://127.0.0.1:4318/v1/traces"})}
 
+
+def _model(path: str):
+    import importlib
+
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("section", sorted(SHARED_SECTIONS))
+def test_shared_section_properties_match_their_model(section):
+    model, samples, _ = SHARED_SECTIONS[section]
+    fields = _model(model).model_fields
     spec = job_spec()["properties"]
-    keys = {name.split(".", 1)[1] for name in spec if name.startswith("audit.")}
-    assert keys == set(AuditConfig.model_fields) == set(AUDIT_SAMPLES)
-    for key, field in AuditConfig.model_fields.items():
-        assert "default" not in spec[f"audit.{key}"]  # the model applies them
-        if isinstance(field.default, int) and not isinstance(field.default, bool):
-            assert f"Unset - {field.default}." in spec[f"audit.{key}"]["description"], key
+    keys = {name.split(".", 1)[1] for name in spec if name.startswith(f"{section}.")}
+    assert keys == set(fields) == set(samples)
+    for key, field in fields.items():
+        # no spec defaults (the model applies them), but the description says what they are
+        assert "default" not in spec[f"{section}.{key}"]
+        if isinstance(field.default, (int, float)) and not isinstance(field.default, bool):
+            shown = field.default if isinstance(field.default, int) else f"{field.default:g}"
+            assert f"Unset - {shown}." in spec[f"{section}.{key}"]["description"], key
 
 
-def test_audit_is_rendered_only_when_set_and_the_cpi_accepts_it(cpi_json, tmp_path):
+@pytest.mark.parametrize("section", sorted(SHARED_SECTIONS))
+def test_shared_section_is_rendered_only_when_set_and_the_cpi_accepts_it(cpi_json, tmp_path, section):
     from cpi import config
 
-    unset = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}})
-    assert "audit" not in unset["cloud"]["properties"]
-    rendered = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}, "audit": AUDIT_SAMPLES})
-    assert rendered["cloud"]["properties"]["audit"] == AUDIT_SAMPLES
-    assert config.build(rendered).audit.model_dump(mode="json") == AUDIT_SAMPLES
-    partial = cpi_json({"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}, "audit": {"keep": 2}})
-    assert partial["cloud"]["properties"]["audit"] == {"keep": 2}
+    _, samples, one = SHARED_SECTIONS[section]
+    local = {"cloud": {"plugin": "local"}, "local": {"state_dir": str(tmp_path)}}
+    assert section not in cpi_json(local)["cloud"]["properties"]
+    rendered = cpi_json({**local, section: samples})
+    assert rendered["cloud"]["properties"][section] == samples
+    assert getattr(config.build(rendered), section).model_dump(mode="json") == samples
+    assert cpi_json({**local, section: one})["cloud"]["properties"][section] == one

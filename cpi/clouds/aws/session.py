@@ -92,7 +92,7 @@ def preload() -> None:
     session = botocore.session.Session()
     session.register_component("data_loader", _loader(True))
     session.create_client("ec2", region_name="us-east-1", aws_access_key_id="preload",
-                          aws_secret_access_key="preload",  # a placeholder, never sent
+                          aws_secret_access_key="preload",  # nosec B106  # a placeholder, never sent
                           config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
 
 

@@ -57,7 +57,7 @@ def mbus_endpoint(mbus: str | None) -> tuple[str, int] | None:
         return None
     host = url.hostname or "127.0.0.1"
     # an mbus bound to every interface is reached on loopback: nothing here binds
-    return ("127.0.0.1" if host in ("0.0.0.0", "::", "localhost") else host), url.port  # noqa: S104
+    return ("127.0.0.1" if host in ("0.0.0.0", "::", "localhost") else host), url.port  # noqa: S104  # nosec B104
 
 
 def port_open(endpoint: tuple[str, int]) -> bool:

@@ -38,7 +38,7 @@ import socket
 import ssl
 import threading
 import time
-import xml.etree.ElementTree as ElementTree
+import xml.etree.ElementTree as ElementTree  # nosec B405  # the reason is where it parses
 from typing import TYPE_CHECKING, Any
 
 from cpi import bounded, plan, retry
@@ -304,7 +304,11 @@ def _stub_class():
 
 def _supported_versions(document: bytes) -> set[str]:
     """The vim25 API versions a vimServiceVersions.xml lists (the current and prior ones)."""
-    root = ElementTree.fromstring(document)
+    # bandit B405/B314 waived (here, in audited.py and nsxv.py): the answers of the operator's vCenter and NSX
+    # Manager, bounded at 64 MiB (cpi.bounded), parsed by CPython 3.11's expat, which limits entity
+    # amplification (expat >= 2.4) and which ElementTree never lets fetch an external entity;
+    # pyVmomi parses the same vCenter's SOAP with the same expat.
+    root = ElementTree.fromstring(document)  # nosec B314
     found: set[str] = set()
     for namespace in root.findall("namespace"):
         if (namespace.findtext("name") or "").strip() != "urn:vim25":
