@@ -69,13 +69,16 @@ def test_each_call_is_one_trace_with_what_it_did(tmp_path, collector, env):
 
 
 def test_the_collectors_headers_never_reach_the_output(tmp_path, collector):
-    """At debug level, on success and on error, with the collector up and down."""
+    """At debug level, on success and on error, with the collector up and down, and a key
+    in the endpoint's URL (user info and query) as well as in a header."""
     env = {**COLD_ENV, "CPI_LOG_LEVEL": "debug"}
-    for endpoint in (collector.url, refused_url()):
+    refused = refused_url().replace("http://", "http://otel:url-pw-4d2c@") + "?key=url-key-8b1e"
+    for endpoint in (collector.url, refused):
         cpi = Cpi(_config(tmp_path, endpoint), env=env)
         for response in (cpi.call("create_disk", 64, {}, None), cpi.call("delete_vm", "vm-missing"),
                          cpi.call("create_disk", "not-a-size", {}, None)):
-            assert API_KEY not in response.raw + response.stderr
+            for secret in (API_KEY, "url-pw-4d2c", "url-key-8b1e"):
+                assert secret not in response.raw + response.stderr
 
 
 @pytest.mark.parametrize("mode", ["refused", "fail", "hang"])
