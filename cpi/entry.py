@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     code = rpc.serve(argv, stdin)
     from cpi.clouds import LOADED
 
-    client.start(idle, LOADED)  # after the response is written: the caller has its answer
+    traced = ["(tracing)"] if "cpi.tracing.otel" in sys.modules else []  # cpi.warm.boot.TRACING
+    client.start(idle, [*LOADED, *traced])  # after the response is written: the caller has its answer
     return code
 
 

@@ -219,6 +219,7 @@ def call(
     shared: str | None = None,
     unreachable: Callable[[Verdict], BaseException] | None = None,
     peer: str | None = None,
+    service: str | None = None,
 ) -> T:
     """Run `fn()` until it succeeds, a PERMANENT error, or the budget/attempts run out;
     the last exception is re-raised unchanged, so callers translate it as usual, but for
@@ -233,7 +234,11 @@ def call(
     sibling process, a success speeds them up again.
 
     The first attempt runs bare: tenacity is imported only when something needs a retry,
-    which keeps it out of the start-up of nearly every CPI process."""
+    which keeps it out of the start-up of nearly every CPI process.
+
+    Traced (cpi.tracing), the request is one span named `what`, with `service` (the API:
+    "ec2", "compute", "vim25"), the operation, the peer, the attempts, the seconds slept
+    between them and waiting for the shared rate, and the last answer's HTTP status."""
     limiter = backoff.limiter(shared) if shared else None
     deadline = time.monotonic() + budget  # the shared rate's waits count against the budget too
     verdicts: dict[int, Verdict] = {}
@@ -270,10 +275,15 @@ def call(
         (sleep or time.sleep)(seconds)
 
     # one span per request, its attempts and waits included (cpi.tracing: nothing when off)
-    with tracing.span(what, **{"cpi.request": what, "server.address": peer}) as span:
+    operation = what.removeprefix(f"{service}:").removeprefix(f"{service} ") if service else what
+    with tracing.span(what, **{"cpi.request": what, "cpi.service": service, "cpi.operation": operation,
+                               "server.address": peer}) as span:
         try:
-            return _retried(one, verdict_of, what, budget, max_attempts, pause, rng)
+            answer = _retried(one, verdict_of, what, budget, max_attempts, pause, rng)
+            span.set("http.response.status_code", http_status(answer))
+            return answer
         except Exception as exc:
+            span.set("http.response.status_code", http_status(exc))
             span.set("error.kind", verdict_of(exc).kind.name.lower())
             bound = _exceeded(exc)
             if bound is not None and peer is not None:
@@ -288,6 +298,20 @@ def call(
             span.set("cpi.retry_wait_s", round(paused, 3))
             if limiter is not None:
                 span.set("cpi.shared_rate_wait_s", round(limiter.waited - shared_wait, 3))
+
+
+def http_status(answer: object) -> int | None:
+    """The HTTP status an SDK's answer or error carries, where it carries one: botocore's
+    ResponseMetadata (in an answer, or an error's `response`), a `status_code` (requests,
+    keystoneauth, openstacksdk's errors) or a `status` (http.client); None otherwise."""
+    for candidate in (answer, getattr(answer, "response", None)):
+        if isinstance(candidate, dict):
+            status = (candidate.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        else:
+            status = getattr(candidate, "status_code", None) or getattr(candidate, "status", None)
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status
+    return None
 
 
 def _retried(one: Callable[[], T], verdict_of: Classifier, what: str, budget: float, max_attempts: int,

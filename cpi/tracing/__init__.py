@@ -76,6 +76,7 @@ def begin(raw_config: dict, method: str, api_version: int, context: dict, starte
         return
     for value in found.headers.values():
         call_log.redactor.add(value)  # a collector's API key rides in a header
+    call_log.redactor.collect(found.endpoint)  # or in the URL
     call_log.attach()  # the SDK's own warnings go through the call's log, masked
     from cpi import private, site_packages
 
@@ -101,5 +102,6 @@ def finish(result: object, error: object, call_log: CallLog) -> None:
     activate(None)
     try:
         trace.end(result, error)
-    finally:
         trace.export(call_log)
+    except Exception as exc:  # noqa: BLE001 - whatever tracing does, the call gets its response
+        call_log.emit(30, "cpi.tracing", f"the trace was not sent: {type(exc).__name__}: {exc}")

@@ -165,7 +165,10 @@ class CallTrace:
             log.emit(WARNING, "cpi.tracing",
                      f"{len(spans)} spans dropped: the collector at {collector} {down}")
             return
-        why = self._send(spans)
+        try:
+            why = self._send(spans)
+        except Exception as exc:  # noqa: BLE001 - an SDK surprise (an endpoint urllib3 cannot parse) drops the spans
+            why = type(exc).__name__
         if why is None:
             log.emit(DEBUG, "cpi.tracing", f"{len(spans)} spans sent to {collector}")
             return
@@ -218,9 +221,10 @@ class CallTrace:
                 state = json.loads(handle.read(4096) or b"{}")
         except (OSError, ValueError):
             return None
-        if not isinstance(state, dict) or state.get("collector") != collector:
+        until = state.get("until") if isinstance(state, dict) else None
+        if state.get("collector") != collector or not isinstance(until, (int, float)):
             return None
-        left = float(state.get("until", 0)) - time.time()
+        left = until - time.time()
         if left <= 0 or left > DOWN_FOR:
             return None
         return f"failed an export {DOWN_FOR - left:.0f} s ago ({state.get('why')}); next try in {left:.0f} s"
@@ -249,7 +253,7 @@ def _reason(exc: BaseException) -> str:
         return found.reason
     if isinstance(exc, urllib3.exceptions.TimeoutError):
         return "no answer in time"
-    return f"{type(exc).__name__}: {exc}"
+    return type(exc).__name__  # (its text would quote the URL, and a query may hold a key)
 
 
 def preload() -> None:

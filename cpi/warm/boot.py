@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+#: In `preload`, beside the clouds' names: the call that started the helper was traced, so
+#: the helper loads OpenTelemetry too (no entry point can be named so). Without it a helper
+#: holds no OpenTelemetry module: tracing off, no call imports one, warm or cold.
+TRACING = "(tracing)"
+
 
 def warm_up(preload: Sequence[str] = ()) -> None:
     """What `cpi.rpc.handle` imports and builds for a call, done once, ahead of calls: the
     dependencies, every model and method's argument model, the built-in clouds and their
     SDKs, a plugin cloud's too when the call that started the helper used it (`preload`),
-    and redis-py for a shared backoff. All of it costs the helper ~0.7 s of CPU once and
+    OpenTelemetry when the starting call was traced (TRACING), and redis-py for a shared
+    backoff. All of it costs the helper ~0.7 s of CPU once and
     ~70 MB, shared by its forked workers."""
     from cpi import site_packages
 
@@ -21,7 +27,11 @@ def warm_up(preload: Sequence[str] = ()) -> None:
     from cpi.clouds import BUILTIN, builtin_stemcell_formats, load_cloud
 
     in_build = [name for name in BUILTIN if builtin_stemcell_formats(name) is not None]
-    for name in dict.fromkeys([*in_build, *preload]):
+    if TRACING in preload:
+        from cpi.tracing import otel
+
+        otel.preload()  # a traced call's SDK and encoder (~0.1 s): only when the call that started it was traced
+    for name in dict.fromkeys([*in_build, *(name for name in preload if name != TRACING)]):
         try:
             load_cloud(name).preload()
         except Exception as exc:  # noqa: BLE001 - the calls import what failed themselves, and say why
@@ -29,9 +39,6 @@ def warm_up(preload: Sequence[str] = ()) -> None:
     import redis  # noqa: F401 - a call with throttle.redis_url imports it (~0.1 s)
 
     from cpi import backoff, logbridge, opening  # noqa: F401 - what every call imports, in the helper's memory
-    from cpi.tracing import otel
-
-    otel.preload()  # a traced call's SDK and encoder (~0.1 s), whether or not one comes
     for name, handler in api.METHODS.items():
         api._argument_model(name, handler)
     config.build({})  # the config models' validators, on the local cloud's defaults: nothing is made

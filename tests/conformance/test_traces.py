@@ -14,7 +14,17 @@ import time
 import pytest
 
 from tests.support.otlp import Collector, refused_url
-from tests.support.runner import COLD_ENV, DIRECTOR_ENV, Cpi, bin_cpi_argv, imported_modules
+from tests.support.runner import (
+    COLD_ENV,
+    DIRECTOR_ENV,
+    WARM_ENV,
+    Cpi,
+    bin_cpi_argv,
+    helper_pid,
+    imported_modules,
+    start_helper,
+    stop_helper,
+)
 
 API_KEY = "otel-api-key-5c1d9e"
 
@@ -69,13 +79,16 @@ def test_each_call_is_one_trace_with_what_it_did(tmp_path, collector, env):
 
 
 def test_the_collectors_headers_never_reach_the_output(tmp_path, collector):
-    """At debug level, on success and on error, with the collector up and down."""
+    """At debug level, on success and on error, with the collector up and down, and a key
+    in the endpoint's URL (user info and query) as well as in a header."""
     env = {**COLD_ENV, "CPI_LOG_LEVEL": "debug"}
-    for endpoint in (collector.url, refused_url()):
+    refused = refused_url().replace("http://", "http://otel:url-pw-4d2c@") + "?key=url-key-8b1e"
+    for endpoint in (collector.url, refused):
         cpi = Cpi(_config(tmp_path, endpoint), env=env)
         for response in (cpi.call("create_disk", 64, {}, None), cpi.call("delete_vm", "vm-missing"),
                          cpi.call("create_disk", "not-a-size", {}, None)):
-            assert API_KEY not in response.raw + response.stderr
+            for secret in (API_KEY, "url-pw-4d2c", "url-key-8b1e"):
+                assert secret not in response.raw + response.stderr
 
 
 @pytest.mark.parametrize("mode", ["refused", "fail", "hang"])
@@ -132,3 +145,28 @@ def test_the_standard_variables_turn_it_on_for_a_checkout(tmp_path, collector):
     off = Cpi(_config(tmp_path, None), env={**env, "OTEL_SDK_DISABLED": "true"})
     assert off("has_vm", "vm-1") is False
     assert len(collector.requests) == 1
+
+
+def _helper_maps() -> str:
+    pid = helper_pid()
+    assert pid is not None, "no warm helper listens"
+    with open(f"/proc/{pid}/maps") as maps:
+        return maps.read()
+
+
+def test_the_warm_helper_loads_opentelemetry_only_after_a_traced_call_started_it(tmp_path, collector):
+    """protobuf's C extension (which the OTLP encoder loads) in the helper's memory map
+    tells whether it loaded OpenTelemetry: not when an untraced call started it, so that a
+    warm call without tracing has none of it; yes when a traced one did, so that a traced
+    warm call imports nothing."""
+    stop_helper()
+    try:
+        start_helper(_config(tmp_path, None, "plain.json"))
+        assert "_upb" not in _helper_maps()
+        stop_helper()
+        traced = _config(tmp_path, collector.url, "traced.json")
+        start_helper(traced)
+        assert "_upb" in _helper_maps()
+        assert Cpi(traced, env=WARM_ENV)("has_vm", "vm-1") is False
+    finally:
+        stop_helper()

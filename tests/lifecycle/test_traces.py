@@ -60,7 +60,11 @@ def test_iaas_requests_and_waits_are_spans_of_their_call(debug_lifecycle, target
     root, spans = next(tree for tree in _trees(run) if tree[0]["attributes"]["bosh.method"] == "create_vm")
     requests = [s for s in spans if "cpi.request" in s["attributes"]]
     assert requests, tree([root, *spans])
-    if target.name in ("aws", "openstack"):  # (vSphere's session names its vCenter in its errors only)
+    sent = [s for s in requests if "cpi.service" in s["attributes"]]  # (an outer retry names no service)
+    assert sent and all(s["attributes"]["cpi.operation"] for s in sent), tree([root, *spans])
+    if target.name in ("aws", "openstack"):  # (vSphere's session names its vCenter in its errors only, and
+        # pyVmomi's answers carry no HTTP status)
+        assert any(s["attributes"].get("http.response.status_code") == 200 for s in sent), tree([root, *spans])
         assert any(s["attributes"].get("server.address") for s in requests)  # (an outer retry names none)
         # they wait for the VM to run through cpi.waits
         waits = [s for s in spans if s["name"].startswith("wait for ")]

@@ -383,6 +383,7 @@ class Aws:
                 verdict, what=what, endpoint=client.meta.endpoint_url, setting=self.endpoint_setting(service),
                 tls_setting="aws.ca_cert_file (or aws.connection_options.ca_cert)"),
             peer=client.meta.endpoint_url,
+            service=service,
         )
 
     def endpoint_setting(self, service: str) -> str:

@@ -264,6 +264,7 @@ class OpenStack:
                 verdict, what=what, endpoint=endpoint or self._endpoint_of(reached), setting=self._setting_of(reached),
                 tls_setting="openstack.ca_cert (or connection_options.ca_cert)"),
             peer=endpoint or self._endpoint_of(reached),
+            service=service if endpoint else reached,
         )
 
     def _endpoint_of(self, service: str) -> str:

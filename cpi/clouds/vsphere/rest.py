@@ -95,7 +95,8 @@ class Client:
             return Response(answer.status, data)
 
         try:
-            response = retry.call(send, classify=errors.classifier(idempotent=safe), what=what, budget=self.budget)
+            response = retry.call(send, classify=errors.classifier(idempotent=safe), what=what, budget=self.budget,
+                                  service=self.peer)
         except _Status as exc:  # asked again as often as the budget allows: the server's last word
             response = exc.response
         except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed

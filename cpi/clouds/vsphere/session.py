@@ -282,7 +282,7 @@ def _make_stub_class():
 
             try:
                 answer = retry.call(attempt, classify=errors.classifier(idempotent=_idempotent(method)), what=what,
-                                    budget=session.budget)
+                                    budget=session.budget, service="vim25")
             except Exception as exc:
                 if errors.fault_name(exc) not in (None, "NotAuthenticated") and method != "Login":
                     raise  # the vCenter's answer: the caller knows what it means
@@ -368,7 +368,8 @@ class Session:
             return body
 
         try:
-            document = retry.call(fetch, classify=errors.classifier(idempotent=True), what=what, budget=self.budget)
+            document = retry.call(fetch, classify=errors.classifier(idempotent=True), what=what, budget=self.budget,
+                                  service="vim25")
         except Exception as exc:  # noqa: BLE001 - whatever failed leaves as a CloudError, scrubbed
             raise self.translate(exc, what) from None
         try:

@@ -78,7 +78,8 @@ def request(session: Session, method: str, path: str, *, body: bytes | None = No
         return response.status, data
 
     try:
-        status, data = retry.call(send, classify=errors.classifier(idempotent=True), what=what, budget=session.budget)
+        status, data = retry.call(send, classify=errors.classifier(idempotent=True), what=what, budget=session.budget,
+                                  service="datastore")
     except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed
         raise session.translate(exc, what) from None
     if status not in ok and status != 404:
