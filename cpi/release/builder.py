@@ -92,6 +92,15 @@ def build_release(
     return BuildResult(tarball, digest, tarball.stat().st_size, manifest, warnings)
 
 
+def _pack(staging: Path, name: str, entries: list[Entry], compress: bool, mtime: int, outer: list[Member]) -> str:
+    """Write the inner archive `name` (a job's, a package's or the licence's) under
+    `staging`, add it to the outer archive's members, and return its digest for release.MF."""
+    path = staging / name
+    digest = write_archive(path, _members(entries), compress=compress, mtime=mtime)
+    outer.append(Member(name, "file", path=path))
+    return digest
+
+
 def _write_parts(
     contents: ReleaseContents, staging: Path, version: str, mtime: int
 ) -> tuple[ReleaseManifest, list[Member]]:
@@ -104,42 +113,27 @@ def _write_parts(
 
     job_refs = []
     for job in contents.jobs:
-        path = staging / "jobs" / f"{job.name}.tgz"
-        digest = write_archive(path, _members(job.entries), compress=True, mtime=mtime)
+        digest = _pack(staging, f"jobs/{job.name}.tgz", job.entries, True, mtime, outer)
         job_refs.append(
-            JobRef(
-                name=job.name,
-                version=job.fingerprint,
-                fingerprint=job.fingerprint,
-                sha1=digest,
-                packages=job.spec.packages,
-            )
+            JobRef(name=job.name, version=job.fingerprint, fingerprint=job.fingerprint, sha1=digest,
+                   packages=job.spec.packages)
         )
-        outer.append(Member(f"jobs/{job.name}.tgz", "file", path=path))
 
     outer.append(Member("packages/", "dir"))
     package_refs = []
     for package in contents.packages:
-        path = staging / "packages" / f"{package.name}.tgz"
-        digest = write_archive(path, _members(package.entries), compress=not package.spec.no_compression, mtime=mtime)
+        compress = not package.spec.no_compression
+        digest = _pack(staging, f"packages/{package.name}.tgz", package.entries, compress, mtime, outer)
         package_refs.append(
-            PackageRef(
-                name=package.name,
-                version=package.fingerprint,
-                fingerprint=package.fingerprint,
-                sha1=digest,
-                dependencies=package.spec.dependencies,
-            )
+            PackageRef(name=package.name, version=package.fingerprint, fingerprint=package.fingerprint,
+                       sha1=digest, dependencies=package.spec.dependencies)
         )
-        outer.append(Member(f"packages/{package.name}.tgz", "file", path=path))
 
     license_ref = None
     if contents.license is not None:
-        path = staging / "license.tgz"
-        digest = write_archive(path, _members(contents.license.entries), compress=True, mtime=mtime)
+        digest = _pack(staging, "license.tgz", contents.license.entries, True, mtime, outer)
         fp = contents.license.fingerprint
         license_ref = LicenseRef(version=fp, fingerprint=fp, sha1=digest)
-        outer.append(Member("license.tgz", "file", path=path))
         for entry in contents.license.entries:
             outer.append(Member(entry.relpath, "file", path=entry.path, expected_digest=entry.digest))
     outer.append(Member(sbom.MEMBER, "bytes", data=sbom.document(contents, version)))
