@@ -45,6 +45,7 @@ from . import (
     tasks,
     transfer,
 )
+from .names import ORIGIN_KEYS
 from .place import HEADROOM_MIB, Place, describe, pick
 from .props import NetworkCloudProperties, VMCloudProperties
 from .stemcells import StemcellMissing, Stemcells
@@ -54,10 +55,6 @@ if TYPE_CHECKING:
     from .session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
-
-#: extraConfig keys that say whose a VM is (invisible in the vSphere client, free to set in the clone)
-ORIGIN_KEYS = {"agent_id": "bosh.agent_id", "director_uuid": "bosh.director_uuid"}
-
 
 class Vms:
     def __init__(self, session: Session, place: Place, agent: Any, context: Any):
