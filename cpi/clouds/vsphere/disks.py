@@ -40,6 +40,7 @@ from cpi.errors import NotImplemented as CpiNotImplemented
 from cpi.validation import parse
 
 from . import devices, errors, records, tasks
+from .names import SNAPSHOTS
 from .patterns import compile_pattern
 from .place import Datastore, Place, describe, pick
 from .props import DiskCloudProperties
@@ -49,9 +50,6 @@ if TYPE_CHECKING:
     from .vms import Vms
 
 log = logging.getLogger("cpi.clouds.vsphere")
-
-SNAPSHOTS = "snapshots"
-
 
 @dataclass(frozen=True)
 class ParsedDiskCid:

@@ -10,6 +10,7 @@ other's VM; the changes to one cluster are therefore made under a lock named aft
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from cpi import locks
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("cpi.clouds.vsphere")
 
 
-def _locked(properties: VsphereProperties, cluster: Any):
+def _locked(properties: VsphereProperties, cluster: Any) -> AbstractContextManager[None]:
     """The lock every change of one cluster's rules and groups is made under."""
     return locks.locked(properties.lock_directory(), f"vsphere-drs {cluster._moId}", timeout=properties.task_timeout)
 

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 from cpi.clouds.inventory import Offer, Resource, read_so_far
 
 from . import collector, devices, tasks
-from .disks import SNAPSHOTS
-from .vms import ORIGIN_KEYS
+from .names import ORIGIN_KEYS, SNAPSHOTS
 
 if TYPE_CHECKING:
     from .place import Place

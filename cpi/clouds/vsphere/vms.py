@@ -22,6 +22,7 @@ import logging
 import random
 import re
 import uuid
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from cpi import agent_env, locks
@@ -45,19 +46,17 @@ from . import (
     tasks,
     transfer,
 )
-from .place import HEADROOM_MIB, Place, describe, pick
+from .names import ORIGIN_KEYS
+from .place import HEADROOM_MIB, Datastore, Place, describe, pick
 from .props import NetworkCloudProperties, VMCloudProperties
-from .stemcells import StemcellMissing, Stemcells
+from .stemcells import StemcellMissing, Stemcells, Template
 
 if TYPE_CHECKING:
     from . import nsxt
+    from .job_config import ClusterProperties
     from .session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
-
-#: extraConfig keys that say whose a VM is (invisible in the vSphere client, free to set in the clone)
-ORIGIN_KEYS = {"agent_id": "bosh.agent_id", "director_uuid": "bosh.director_uuid"}
-
 
 class Vms:
     def __init__(self, session: Session, place: Place, agent: Any, context: Any):
@@ -78,7 +77,7 @@ class Vms:
     def exists(self, vm_cid: str) -> bool:
         return self.place.find_vm(vm_cid) is not None
 
-    def lock(self, vm_cid: str):
+    def lock(self, vm_cid: str) -> AbstractContextManager[None]:
         """The lock every change of a VM's devices is made under (attach, detach, delete)."""
         return locks.locked(self.properties.lock_directory(), f"vsphere-vm {vm_cid}",
                             timeout=self.properties.task_timeout)
@@ -237,7 +236,8 @@ class Vms:
             origin[ORIGIN_KEYS["director_uuid"]] = self.context.director_uuid
         return origin
 
-    def _placement(self, placements: list, props: VMCloudProperties, policy: pbm.Policy | None):
+    def _placement(self, placements: list[tuple[str, ClusterProperties]], props: VMCloudProperties,
+                   policy: pbm.Policy | None) -> tuple[str, ClusterProperties, Any, Datastore]:
         """(cluster name, its settings, resource pool, datastore): the clusters in a random
         order, the first whose datastores compatible with the storage policy, else matching the
         vm_type's or the global datastores (datastore clusters included, place.Place.storage),
@@ -261,7 +261,7 @@ class Vms:
                                f"{HEADROOM_MIB} MiB to spare matches {what}: "
                                + "; ".join(tried), ok_to_retry=False)
 
-    def _template(self, stemcell_cid: str, datastore: Any):
+    def _template(self, stemcell_cid: StemcellCid, datastore: Datastore) -> Template:
         try:
             return Stemcells(self.session, self.place).source_on(stemcell_cid, datastore.ref, datastore.name)
         except StemcellMissing as exc:
