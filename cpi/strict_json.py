@@ -28,7 +28,7 @@ _INFINITY = float("inf")
 # (an error to describe, a request deep enough or with surrogates to check).
 TYPE_CHECKING = False  # not `typing` (~ms): for mypy only
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
     # typeshed types these as the C classes; here they may be None (no accelerator)
     _make_scanner: Any
@@ -54,7 +54,7 @@ class _Refused(Exception):
     """Raised from inside the decoder's hooks; turned into a CpiError by `loads`."""
 
 
-def _constant(name: str):
+def _constant(name: str) -> NoReturn:
     raise _Refused(f"{name} is not a JSON number")
 
 
@@ -87,7 +87,7 @@ _scan_once = None
 _JSON_WHITESPACE = " \t\n\r"
 
 
-def _scanner():
+def _scanner() -> Any:
     global _scan_once
     if _scan_once is None:
         if _make_scanner is not None:
@@ -100,7 +100,7 @@ def _scanner():
     return _scan_once
 
 
-def _scan(text: str, start: int):
+def _scan(text: str, start: int) -> tuple[Any, int]:
     try:
         return _scanner()(text, start)
     except SystemError:
@@ -114,7 +114,7 @@ def _scan(text: str, start: int):
         return _scanner()(text, start)
 
 
-def _decode(text: str):
+def _decode(text: str) -> Any:
     """json.loads(text) with this module's hooks: what json.loads and JSONDecoder.decode do,
     step by step."""
     if text.startswith("\ufeff"):
@@ -136,7 +136,7 @@ def _decode(text: str):
     return value
 
 
-def loads(data: bytes | str, what: str):
+def loads(data: bytes | str, what: str) -> Any:
     """Parse `data` (UTF-8) strictly; CpiError "<what> is not valid JSON: ..." otherwise."""
     if isinstance(data, bytes):
         has_surrogates = b"\\u" in data and any(head in data for head in _SURROGATE_HEADS)
@@ -185,18 +185,18 @@ def text_depth(text: str) -> int:
     return max(itertools.accumulate(map({"[": 1, "{": 1, "]": -1, "}": -1}.__getitem__, brackets)), default=0)
 
 
-def _check_unicode(value, what: str) -> None:
+def _check_unicode(value: Any, what: str) -> None:
     try:
         dumps_text(value).encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidJSON(what, "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff)") from None
 
 
-def _not_serializable(value):
+def _not_serializable(value: object) -> NoReturn:
     raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
-def _encode(value, ensure_ascii: bool) -> str:
+def _encode(value: Any, ensure_ascii: bool) -> str:
     """json.dumps(value, allow_nan=False, ensure_ascii=ensure_ascii): the one-shot C path
     json.JSONEncoder.encode takes."""
     if _make_encoder is None:
@@ -210,12 +210,12 @@ def _encode(value, ensure_ascii: bool) -> str:
     return "".join(encoder(value, 0))
 
 
-def dumps(value) -> str:
+def dumps(value: Any) -> str:
     """Serialise for the wire: NaN and infinities raise ValueError instead of being written."""
     return _encode(value, ensure_ascii=True)
 
 
-def dumps_text(value) -> str:
+def dumps_text(value: Any) -> str:
     """As `dumps`, but non-ASCII characters written as they are (json.dumps(ensure_ascii=False))."""
     return _encode(value, ensure_ascii=False)
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
+from cpi.cids import StemcellCid
 from cpi.clouds.inventory import Offer, Resource, is_bosh, read_so_far
 
 from . import flavors
+from .session import OpenStack
 from .vms import is_root_device
 
 
@@ -26,7 +28,7 @@ def _strings(metadata: dict[str, Any] | None) -> dict[str, str]:
 PAGE = 500
 
 
-def _pages(api, service: str, path: str, key: str) -> list[dict[str, Any]]:
+def _pages(api: OpenStack, service: str, path: str, key: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     marker = None
     while True:
@@ -72,7 +74,7 @@ def _stemcell(i: dict[str, Any]) -> Resource:
                     {"name": i.get("name"), "size_bytes": i.get("size"), "visibility": i.get("visibility")})
 
 
-def inventory(api, kind: str) -> list[Resource]:
+def inventory(api: OpenStack, kind: str) -> list[Resource]:
     if kind == "vms":
         servers = _pages(api, "compute", "/servers/detail", "servers")
         return [_vm(s) for s in servers if is_bosh(s.get("metadata") or {})]
@@ -91,10 +93,10 @@ ONE = {"vms": ("compute", "/servers/{}", "server", _vm), "disks": ("block-storag
        "stemcells": ("image", "/images/{}", None, _stemcell)}
 
 
-def show(api, kind: str, cid: str) -> Resource | None:
+def show(api: OpenStack, kind: str, cid: str) -> Resource | None:
     """One resource by its id, whoever made it and however it is tagged (None: not there)."""
     if kind == "stemcells" and cid.endswith(" light"):
-        return light_stemcell(api, cid)
+        return light_stemcell(api, StemcellCid(cid))
     service, path, key, describe = ONE[kind]
     response = api.request(service, "GET", path.format(urllib.parse.quote(cid, safe="")), ok=(404,))
     if response.status_code == 404:
@@ -106,7 +108,7 @@ def show(api, kind: str, cid: str) -> Resource | None:
     return describe(found)
 
 
-def light_stemcell(api, stemcell_cid: str) -> Resource | None:
+def light_stemcell(api: OpenStack, stemcell_cid: StemcellCid) -> Resource | None:
     """A light stemcell's cid ("<image id> light"): the Glance image it names."""
     image_id = stemcell_cid.removesuffix(" light")
     response = api.request("image", "GET", f"/images/{urllib.parse.quote(image_id, safe='')}", ok=(404,))
@@ -118,7 +120,7 @@ def light_stemcell(api, stemcell_cid: str) -> Resource | None:
                      "visibility": image.get("visibility")})
 
 
-def available(api, offer: str) -> list[Offer]:
+def available(api: OpenStack, offer: str) -> list[Offer]:
     if offer == "images":
         return [Offer("image", i.get("name") or i["id"], i["id"], {"status": i.get("status")})
                 for i in _pages(api, "image", "/images", "images")]

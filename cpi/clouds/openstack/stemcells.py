@@ -107,7 +107,7 @@ class Stemcells:
         try:
             opened: list[_Sized] = []
 
-            def fresh_body():
+            def fresh_body() -> _Sized:
                 for handle in opened:
                     handle.close()
                 opened.clear()

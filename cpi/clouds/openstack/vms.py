@@ -23,7 +23,7 @@ from typing import Any
 
 from cpi import agent_env, waits
 from cpi.errors import BoshError, CloudError, VMCreationFailed, VMNotFound
-from cpi.models import Network, VMResources
+from cpi.models import AgentConfig, CallContext, Network, VMResources
 from cpi.validation import parse
 
 from . import errors, flavors, lbaas, networks, tags
@@ -51,7 +51,7 @@ class ServerFailed(VMCreationFailed):
 
 
 class Vms:
-    def __init__(self, api: OpenStack, properties: OpenStackProperties, agent, context):
+    def __init__(self, api: OpenStack, properties: OpenStackProperties, agent: AgentConfig, context: CallContext):
         self.api = api
         self.properties = properties
         self.agent = agent
