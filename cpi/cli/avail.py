@@ -9,14 +9,14 @@ import re
 
 from cpi.clouds.inventory import OFFERS
 
-from . import timeout
+from . import options, timeout
 from .cloud import add_cloud_options
 from .output import print_data, waiting, wants_data
 from .reads import open_to_read
 from .table import Table, print_table, text
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(
         name, help=summary,
         description="List what a cloud-config may name on the cloud: images (AMIs, Glance images), sizes "

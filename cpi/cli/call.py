@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from . import timeout
+from . import options, timeout
 from .client import Client
 from .output import error_line, print_data
 from .request import add_call_parser, read_request
@@ -28,7 +28,7 @@ what bin/cpi is doing meanwhile. Exit status: 0 when the response has no error, 
 has one, 2 for a usage error."""
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = add_call_parser(sub, name, summary,
                         "Call one CPI method as a director does: one bin/cpi process, the environment\n"
                         "wiped to PATH, one JSON request on its stdin. Prints the response.",

@@ -8,7 +8,7 @@ import argparse
 
 from cpi.clouds.inventory import KINDS
 
-from . import timeout
+from . import options, timeout
 from .cloud import add_cloud_options
 from .output import print_data, reading, wants_data
 from .reads import open_to_read
@@ -18,7 +18,7 @@ from .table import Table, print_table
 TAG_COLUMNS = ("director_uuid", "agent_id", "deployment", "job", "index")
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(name, help=summary,
                        description="List what BOSH made (through this CPI, or the official CPI before a "
                                    "switch: found by the tags the director and the CPIs set), with its BOSH tags, "

@@ -21,7 +21,7 @@ from .reads import open_to_read
 from .table import Table, plural, print_table
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(
         name, help=summary,
         description="Resources tagged with the director's UUID whose cid the director does not know, and that "

@@ -11,7 +11,7 @@ from typing import Any
 
 from cpi.operator.plan import make_plan
 
-from . import timeout
+from . import options, timeout
 from .output import Status, escaped, print_data, wants_data, watching
 from .request import add_call_parser, read_request
 
@@ -33,7 +33,7 @@ and says where, when the next step would read a resource only the real call woul
 when nothing would fail or be denied, 1 otherwise, 2 for a usage error."""
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = add_call_parser(sub, name, summary,
                         "Run one CPI method with every read done and every write withheld, and print\n"
                         "what it would change. BOSH never runs this mode; only this command does.",

@@ -14,8 +14,8 @@ from cpi import strict_json
 from . import options, timeout
 
 
-def add_call_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str,
-                    description: str, epilog: str, methods: str) -> argparse.ArgumentParser:
+def add_call_parser(sub: options.Subparsers, name: str, summary: str, description: str, epilog: str,
+                    methods: str) -> argparse.ArgumentParser:
     """The parser of a command that takes a CPI call (call, plan): the call's method, its
     JSON arguments, --config, --json/--yaml, --timeout, --api-version and --director-uuid;
     its description and examples printed as written (they are laid out by hand)."""

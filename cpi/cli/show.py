@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import timeout
+from . import options, timeout
 from .cloud import add_cloud_options
 from .output import CliError, print_data, waiting, wants_data
 from .reads import open_to_read
@@ -15,7 +15,7 @@ from .table import Table, print_table
 SINGULAR = {"vm": "vms", "disk": "disks", "stemcell": "stemcells", "snapshot": "snapshots"}
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(
         name, help=summary,
         description="Show one VM, disk, stemcell or snapshot as the cloud describes it: its state, creation time, "
