@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
@@ -64,7 +64,7 @@ def purge(session: Session, cid: str, kind: type | None = None, audited: bool = 
         return False
     old = _load_quietly(store, kind, cid)
     if kind is VMRecord:
-        found = _destroy_vm(session, VmCid(cid), old)
+        found = _destroy_vm(session, VmCid(cid), cast("VMRecord | None", old))  # of the kind asked for
     elif kind is not None:
         found = store.remove(kind, cid)
     else:
@@ -73,6 +73,15 @@ def purge(session: Session, cid: str, kind: type | None = None, audited: bool = 
     if found and audited:
         session.audit("delete", _KIND_NAMES[kind], cid, old=summary(old))
     return found
+
+
+def delete_alone(session: Session, cid: str, kind: type, what: str) -> None:
+    """delete_stemcell, delete_snapshot: what is under `cid` removed, its lock held (nothing
+    else is locked: a stemcell or snapshot holds nothing); one that is not there is no
+    error, as a director retries deletes."""
+    with session.lock(cid):
+        if not purge(session, cid, kind):
+            session.log.info("%s %s not found: nothing to delete", what, cid)
 
 
 def delete_orphan(session: Session, cid: str) -> None:
@@ -141,7 +150,7 @@ def _locked_with_disks(session: Session, vm_cid: VmCid) -> Iterator[VMRecord | N
         session.log.info("disks of VM %s changed while locking; locking again", vm_cid)
 
 
-def _load_quietly(store: Store, kind: type | None, cid: str):
+def _load_quietly(store: Store, kind: type | None, cid: str) -> BaseModel | None:
     """The record, or None when there is none or it cannot be read (a delete goes on)."""
     if kind is None:
         return None
@@ -151,5 +160,5 @@ def _load_quietly(store: Store, kind: type | None, cid: str):
         return None
 
 
-def summary(record) -> dict[str, Any] | None:
+def summary(record: BaseModel | None) -> dict[str, Any] | None:
     return None if record is None else record.model_dump(include=_SUMMARY[type(record)])

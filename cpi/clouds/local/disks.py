@@ -22,7 +22,7 @@ from . import cleanup, fileops, mounts
 from .props import DiskCloudProperties
 from .session import Session, then_collect_stale_locks
 from .store import DiskRecord, SnapshotRecord, VMRecord
-from .vms import Vms
+from .vms import Vms, merge_metadata
 
 #: Persistent disks get /dev/sdc onwards (sda: system, sdb: ephemeral), as on OpenStack.
 DEVICE_LETTERS = string.ascii_lowercase[2:]
@@ -155,10 +155,7 @@ class Disks:
 
     def set_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
         with self.session.lock(disk_cid):
-            record = self.require(disk_cid)
-            self.session.audit_tags("disk", disk_cid, record.metadata, metadata)
-            record.metadata.update(metadata)
-            self.store.save(record)
+            merge_metadata(self.session, "disk", disk_cid, self.require(disk_cid), metadata)
 
     # ------------------------------------------------------------ snapshots
 
@@ -178,9 +175,7 @@ class Disks:
 
     @then_collect_stale_locks
     def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
-        with self.session.lock(snapshot_cid):
-            if not cleanup.purge(self.session, snapshot_cid, SnapshotRecord):
-                self.log.info("snapshot %s not found: nothing to delete", snapshot_cid)
+        cleanup.delete_alone(self.session, snapshot_cid, SnapshotRecord, "snapshot")
 
 
 def _free_letter(vm: VMRecord) -> str:

@@ -49,6 +49,4 @@ class Stemcells:
 
     @then_collect_stale_locks
     def delete(self, stemcell_cid: StemcellCid) -> None:
-        with self.session.lock(stemcell_cid):
-            if not cleanup.purge(self.session, stemcell_cid, StemcellRecord):
-                self.log.info("stemcell %s not found: nothing to delete", stemcell_cid)
+        cleanup.delete_alone(self.session, stemcell_cid, StemcellRecord, "stemcell")

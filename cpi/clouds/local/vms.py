@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cpi import agent_env
-from cpi.cids import AgentId, StemcellCid, VmCid
+from cpi.cids import AgentId, DiskCid, StemcellCid, VmCid
 from cpi.errors import CloudError, CpiError, VMCreationFailed, VMNotFound
 from cpi.files import atomic_write_json
 from cpi.models import Network, VMResources
@@ -176,10 +176,7 @@ class Vms:
 
     def set_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         with self.session.lock(vm_cid):
-            record = self.require(vm_cid)
-            self.session.audit_tags("vm", vm_cid, record.metadata, metadata)
-            record.metadata.update(metadata)
-            self.store.save(record)
+            merge_metadata(self.session, "vm", vm_cid, self.require(vm_cid), metadata)
 
     @staticmethod
     def calculate_cloud_properties(resources: VMResources) -> dict[str, Any]:
@@ -208,3 +205,12 @@ def _write_agent_files(base: Path, settings: dict[str, Any]) -> None:
         base / "agent.json",
         {"Infrastructure": {"Settings": {"Sources": [{"Type": "File", "SettingsPath": str(base / SETTINGS_FILE)}]}}},
     )
+
+
+def merge_metadata(session: Session, kind: str, cid: VmCid | DiskCid, record: VMRecord | DiskRecord,
+                   metadata: dict[str, str]) -> None:
+    """set_vm_metadata and set_disk_metadata (the resource's lock held): the tags merged into
+    the record's, a key given again replaced, and each change audited."""
+    session.audit_tags(kind, cid, record.metadata, metadata)
+    record.metadata.update(metadata)
+    session.store.save(record)
