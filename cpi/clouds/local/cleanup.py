@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
-from cpi.cids import VmCid
+from cpi.cids import SnapshotCid, StemcellCid, VmCid
 
 from . import orphans, process
 from .session import Session
@@ -75,7 +75,7 @@ def purge(session: Session, cid: str, kind: type | None = None, audited: bool = 
     return found
 
 
-def delete_alone(session: Session, cid: str, kind: type, what: str) -> None:
+def delete_alone(session: Session, cid: StemcellCid | SnapshotCid, kind: type, what: str) -> None:
     """delete_stemcell, delete_snapshot: what is under `cid` removed, its lock held (nothing
     else is locked: a stemcell or snapshot holds nothing); one that is not there is no
     error, as a director retries deletes."""
