@@ -28,7 +28,7 @@ COLUMNS = ("time", "request", "method", "action", "type", "resource", "old", "ne
 HEADINGS = {"request": "request_id", "type": "resource_type", "resource": "resource_id"}
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(
         name, help=summary,
         description="Read the audit trail (rotated files included, oldest first) of the cloud cpi.json names: only "

@@ -7,16 +7,16 @@ import argparse
 import fnmatch
 import re
 
-from cpi import errors
 from cpi.clouds.inventory import OFFERS
 
-from . import timeout
-from .cloud import Opened, add_cloud_options
-from .output import fail, print_data, waiting, wants_data
+from . import options, timeout
+from .cloud import add_cloud_options
+from .output import print_data, waiting, wants_data
+from .reads import open_to_read
 from .table import Table, print_table, text
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(
         name, help=summary,
         description="List what a cloud-config may name on the cloud: images (AMIs, Glance images), sizes "
@@ -42,10 +42,7 @@ def natural(name: str) -> list:
 def avail_command(args: argparse.Namespace) -> int:
     data = wants_data(args)
     seconds = timeout.seconds(args)
-    try:
-        opened = Opened(args.config, read_only=True, timeout=seconds)
-    except errors.BoshError as exc:
-        return fail("avail", exc)
+    opened = open_to_read(args.config, seconds)
     with waiting(f"reading {args.offer}", seconds, opened.text):
         offers = opened.cloud.available(args.offer)
     if args.filter:

@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 
-from . import timeout
+from . import options, timeout
 from .client import Client
 from .output import error_line, print_data
-from .request import add_call_arguments, config_file, json_arguments
+from .request import add_call_parser, read_request
 
 EXAMPLES = """\
 examples:
@@ -28,21 +28,19 @@ what bin/cpi is doing meanwhile. Exit status: 0 when the response has no error, 
 has one, 2 for a usage error."""
 
 
-def add_parser(sub, name: str, summary: str) -> None:
-    p = sub.add_parser(name, help=summary,
-                       description="Call one CPI method as a director does: one bin/cpi process, the environment\n"
-                       "wiped to PATH, one JSON request on its stdin. Prints the response.",
-                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_call_arguments(p, "info, create_vm, has_disk")
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
+    p = add_call_parser(sub, name, summary,
+                        "Call one CPI method as a director does: one bin/cpi process, the environment\n"
+                        "wiped to PATH, one JSON request on its stdin. Prints the response.",
+                        EXAMPLES, "info, create_vm, has_disk")
     p.set_defaults(func=call)
 
 
 def call(args: argparse.Namespace) -> int:
-    seconds = timeout.seconds(args)
-    arguments = json_arguments("call", args.method, args.arguments)
-    if arguments is None:
+    request = read_request("call", args)
+    if request is None:
         return 2
-    config = config_file("call", args.config)
+    seconds, arguments, config = request.seconds, request.arguments, request.config
     client = Client(config, args.api_version, echo=False, director_uuid=args.director_uuid or "cpi-cli",
                     context=timeout.overrides_of_file(config, seconds), spinner=True)
     response = client.raw(args.method, *arguments)

@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from cpi import errors, strict_json
@@ -27,7 +28,7 @@ from .usage import Formatter
 DEFAULT_NETWORKS = {"default": {"type": "dynamic", "cloud_properties": {}}}
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(
         name, help=summary,
         description="What a director does to a CPI, step by step through bin/cpi (info, create_stemcell,\n"
@@ -127,7 +128,8 @@ def _certify(args: argparse.Namespace, data: bool, opened: Opened, config: Path 
     return 0 if report.ok else 1
 
 
-def _clean_up_after_killed_runs(cloud: str, key: str | None, config: Path | None, finder,
+def _clean_up_after_killed_runs(cloud: str, key: str | None, config: Path | None,
+                                finder: Callable[[str, str | None], list],
                                 overrides: dict) -> None:
     """What earlier runs of this config left when they were killed outright: deleted, as
     their own cleanup would have, before this run makes anything."""

@@ -113,7 +113,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 class _Version(argparse.Action):
     """--version, read only when asked (release.yml is not read on every command)."""
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
         print(version_text())
         parser.exit()
 

@@ -9,6 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from . import options
 from .client import Client
 from .output import CliError
 
@@ -18,7 +19,7 @@ examples:
   cpi lifecycle --state-dir ./demo    # keep the state where you can look at it"""
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(name, help=summary,
                        description="Stemcell, VM, disk, attach, snapshot, resize, detach and delete everything\n"
                        "on the embedded local cloud, each step one bin/cpi process as a director\n"

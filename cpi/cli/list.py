@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import argparse
 
-from cpi import errors
 from cpi.clouds.inventory import KINDS
 
-from . import timeout
-from .cloud import Opened, add_cloud_options
-from .output import fail, print_data, reading, wants_data
+from . import options, timeout
+from .cloud import add_cloud_options
+from .output import print_data, reading, wants_data
+from .reads import open_to_read
 from .table import Table, print_table
 
 #: The tags shown as columns, in this order (the rest stay in `tags`).
 TAG_COLUMNS = ("director_uuid", "agent_id", "deployment", "job", "index")
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(name, help=summary,
                        description="List what BOSH made (through this CPI, or the official CPI before a "
                                    "switch: found by the tags the director and the CPIs set), with its BOSH tags, "
@@ -36,10 +36,7 @@ def add_parser(sub, name: str, summary: str) -> None:
 def list_command(args: argparse.Namespace) -> int:
     data = wants_data(args)
     seconds = timeout.seconds(args)
-    try:
-        opened = Opened(args.config, read_only=True, timeout=seconds)
-    except errors.BoshError as exc:
-        return fail("list", exc)
+    opened = open_to_read(args.config, seconds)
     with reading(args.kind, seconds, opened.text):
         resources = opened.cloud.inventory(args.kind)
     if args.director_uuid:

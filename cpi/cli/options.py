@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TypeAlias
+
+#: What a command's add_parser adds its own parser to: the top-level parser's sub-commands.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 #: The environment variable naming the cpi.json of every command (as BOSH_ENVIRONMENT).
 CONFIG_ENV = "CPI_CONFIG"

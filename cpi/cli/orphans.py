@@ -8,7 +8,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from cpi import errors
 from cpi.clouds.inventory import Resource
 from cpi.inputs import KNOWN_LIMIT, InputError, read_bytes
 from cpi.operator import known
@@ -17,11 +16,12 @@ from cpi.operator.orphans import DELETERS, survey
 from . import options, timeout
 from .client import Client
 from .cloud import Opened, add_cloud_options
-from .output import CliError, confirm, escaped, fail, print_data, reading, wants_data
+from .output import CliError, confirm, escaped, print_data, reading, wants_data
+from .reads import open_to_read
 from .table import Table, plural, print_table
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(
         name, help=summary,
         description="Resources tagged with the director's UUID whose cid the director does not know, and that "
@@ -53,10 +53,7 @@ def orphans_command(args: argparse.Namespace) -> int:
         raise CliError(f"--known {args.known}: {exc.reason}; nothing listed or deleted") from None
     except (UnicodeDecodeError, known.KnownError) as exc:
         raise CliError(f"--known {args.known}: {exc}; nothing listed or deleted") from None
-    try:
-        opened = Opened(args.config, read_only=True, timeout=seconds)
-    except errors.BoshError as exc:
-        return fail("orphans", exc)
+    opened = open_to_read(args.config, seconds)
     with reading("what the director may have left", seconds, opened.text):
         seen = survey(opened.cloud, args.director_uuid, told.cids)
     found = seen.offered

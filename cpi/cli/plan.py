@@ -11,9 +11,9 @@ from typing import Any
 
 from cpi.operator.plan import make_plan
 
-from . import timeout
+from . import options, timeout
 from .output import Status, escaped, print_data, wants_data, watching
-from .request import add_call_arguments, config_file, json_arguments
+from .request import add_call_parser, read_request
 
 EXAMPLES = """\
 examples:
@@ -33,22 +33,20 @@ and says where, when the next step would read a resource only the real call woul
 when nothing would fail or be denied, 1 otherwise, 2 for a usage error."""
 
 
-def add_parser(sub, name: str, summary: str) -> None:
-    p = sub.add_parser(name, help=summary,
-                       description="Run one CPI method with every read done and every write withheld, and print\n"
-                       "what it would change. BOSH never runs this mode; only this command does.",
-                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_call_arguments(p, "create_vm, attach_disk, delete_disk")
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
+    p = add_call_parser(sub, name, summary,
+                        "Run one CPI method with every read done and every write withheld, and print\n"
+                        "what it would change. BOSH never runs this mode; only this command does.",
+                        EXAMPLES, "create_vm, attach_disk, delete_disk")
     p.add_argument("-v", "--verbose", action="store_true", help="print the call's log on stderr")
     p.set_defaults(func=plan_command)
 
 
 def plan_command(args: argparse.Namespace) -> int:
-    seconds = timeout.seconds(args)
-    arguments = json_arguments("plan", args.method, args.arguments)
-    if arguments is None:
+    request = read_request("plan", args)
+    if request is None:
         return 2
-    config = config_file("plan", args.config)
+    seconds, arguments, config = request.seconds, request.arguments, request.config
     from cpi import plan
 
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import options
+
 EXAMPLES = """\
 examples:
   cpi props                      # the local cloud
@@ -12,7 +14,7 @@ examples:
   cpi props openstack | less"""
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(name, help=summary,
                        description="Print a cloud's cpi.json properties and cloud_properties reference,\n"
                        "generated from its models (the docs/<cloud>.md files).",

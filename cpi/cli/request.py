@@ -6,21 +6,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from cpi import strict_json
 
-from . import options
+from . import options, timeout
 
 
-def add_call_arguments(p: argparse.ArgumentParser, examples: str) -> None:
-    """A CPI call's method, its JSON arguments, --config, --json/--yaml, --timeout,
-    --api-version and --director-uuid (call, plan)."""
-    p.add_argument("method", help=f"a CPI method name, e.g. {examples}")
+def add_call_parser(sub: options.Subparsers, name: str, summary: str, description: str, epilog: str,
+                    methods: str) -> argparse.ArgumentParser:
+    """The parser of a command that takes a CPI call (call, plan): the call's method, its
+    JSON arguments, --config, --json/--yaml, --timeout, --api-version and --director-uuid;
+    its description and examples printed as written (they are laid out by hand)."""
+    p = sub.add_parser(name, help=summary, description=description, epilog=epilog,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("method", help=f"a CPI method name, e.g. {methods}")
     p.add_argument("arguments", nargs="*", help="each argument as JSON, e.g. '\"vm-1\"' or '{}'")
     options.add(p, options.CONFIG, options.OUTPUT, options.TIMEOUT)
     p.add_argument("--api-version", type=int, default=2, metavar="N", help="the request's api_version (default: 2)")
     p.add_argument("--director-uuid", help="the director_uuid the call's context carries (the tags it writes)")
+    return p
 
 
 def json_arguments(command: str, method: str, texts: list[str]) -> list | None:
@@ -50,3 +56,24 @@ def config_file(command: str, given: str | None) -> Path | None:
               + ("not a regular file" if config.exists() else "no such file"), file=sys.stderr)
         raise SystemExit(2)
     return config
+
+
+@dataclass(frozen=True)
+class Request:
+    """What `cpi call` and `cpi plan` read off their command line before they run the
+    method: its --timeout, its arguments parsed, the --config to open."""
+
+    seconds: float | None
+    arguments: list
+    config: Path | None
+
+
+def read_request(command: str, args: argparse.Namespace) -> Request | None:
+    """The request, in the order its checks fail (a bad --timeout first, then an argument
+    that is not JSON, then a missing --config); None after printing the usage error of an
+    argument that is not JSON (the command's exit status 2)."""
+    seconds = timeout.seconds(args)
+    arguments = json_arguments(command, args.method, args.arguments)
+    if arguments is None:
+        return None
+    return Request(seconds, arguments, config_file(command, args.config))

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import argparse
 
-from cpi import errors
-
-from . import timeout
-from .cloud import Opened, add_cloud_options
-from .output import CliError, fail, print_data, waiting, wants_data
+from . import options, timeout
+from .cloud import add_cloud_options
+from .output import CliError, print_data, waiting, wants_data
+from .reads import open_to_read
 from .table import Table, print_table
 
 #: What the operator types, and the kind Cloud.show takes.
 SINGULAR = {"vm": "vms", "disk": "disks", "stemcell": "stemcells", "snapshot": "snapshots"}
 
 
-def add_parser(sub, name: str, summary: str) -> None:
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(
         name, help=summary,
         description="Show one VM, disk, stemcell or snapshot as the cloud describes it: its state, creation time, "
@@ -33,10 +32,7 @@ def add_parser(sub, name: str, summary: str) -> None:
 def show_command(args: argparse.Namespace) -> int:
     data = wants_data(args)
     seconds = timeout.seconds(args)
-    try:
-        opened = Opened(args.config, read_only=True, timeout=seconds)
-    except errors.BoshError as exc:
-        return fail("show", exc)
+    opened = open_to_read(args.config, seconds)
     with waiting(f"reading {args.kind} {args.cid}", seconds, opened.text):
         resource = opened.cloud.show(SINGULAR[args.kind], args.cid)
     if resource is None:

@@ -8,7 +8,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpi.inputs import InputError
 
@@ -17,8 +17,12 @@ from .cloud import missing_state, read_config
 from .output import CliError, error_line, print_data, waiting, wants_data
 from .table import Table, plural, print_table
 
+if TYPE_CHECKING:
+    from cpi.clouds.findings import Finding
+    from cpi.logs import Redactor
 
-def add_parser(sub, name: str, summary: str) -> None:
+
+def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = sub.add_parser(
         name,
         help=summary,
@@ -78,7 +82,7 @@ def validate(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def _open(args: argparse.Namespace, seconds) -> tuple[Any, list, Any]:
+def _open(args: argparse.Namespace, seconds: float | None) -> tuple[Any, list, Any]:
     """cpi.json opened as a call opens it, its findings (each key the call ignores and each
     secret too short to mask by value, or, with None, the error every call would fail with,
     cpi.json being what is wrong) and the Redactor that masks its secrets in whatever is
@@ -115,7 +119,8 @@ def _too_short(redactor: Any) -> list:
                     "characters, not only letters)", "warning") for key in redactor.too_short]
 
 
-def _cloud_config_findings(args: argparse.Namespace, ready, doc, seconds, redactor) -> list:
+def _cloud_config_findings(args: argparse.Namespace, ready: Any, doc: Any, seconds: float | None,
+                           redactor: Redactor) -> list:
     """The cloud-config's findings (none without one), and with --online what the cloud says
     of what it names."""
     from cpi.clouds.findings import Finding
@@ -156,7 +161,7 @@ def _checked(args: argparse.Namespace, plugin: str | None) -> str:
     return " and ".join(names) + against + (" (online)" if args.online else "")
 
 
-def _print_table(args: argparse.Namespace, what: str, findings) -> None:
+def _print_table(args: argparse.Namespace, what: str, findings: list[Finding]) -> None:
     """The findings, one per row (severity, path, problem), then the verdict."""
     table = Table(what, ("severity", "path", "problem"), noun="finding")
     table.rows += [[f.severity, f.path, f.problem] for f in findings]

@@ -19,7 +19,7 @@ Entry points: `cpi release build|vendor` (`cli`), `python -m cpi.release`, and
 __all__ = ["BuildResult", "ReleaseError", "build_release"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     # Lazy, so that `cpi release --help` (which imports cpi.release.cli) loads neither
     # YAML nor the builder.
     if name in ("BuildResult", "build_release"):

@@ -20,9 +20,13 @@ import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from cpi.release.checksums import CHUNK, sha256_file
 from cpi.release.errors import ReleaseError
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 # 1980-01-01: after the epoch (some tools read 0 as "unset") and valid for zip too.
 DEFAULT_MTIME = 315532800
@@ -53,17 +57,18 @@ class Member:
 
 
 class _HashingReader(io.RawIOBase):
-    def __init__(self, handle):
+    def __init__(self, handle: BinaryIO):
         self._handle = handle
         self.digest = hashlib.sha256()
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
-        data = self._handle.read(min(len(buffer), CHUNK))
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer).cast("B")  # the bytes io hands in, whatever the buffer's type
+        data = self._handle.read(min(len(view), CHUNK))
         self.digest.update(data)
-        buffer[: len(data)] = data
+        view[: len(data)] = data
         return len(data)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cpi.release.errors import ReleaseError
@@ -99,7 +99,7 @@ def _release_dir(args: argparse.Namespace) -> Path:
     return Path(args.release_dir).resolve() if args.release_dir else default_release_dir()
 
 
-def _guarded(command):
+def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """`command` with a ReleaseError turned into its message and exit status 1: the
     message says what to fix, a traceback would only hide it."""
 
@@ -171,8 +171,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def add_parser(subparsers, name: str = "release", summary: str = "build this CPI's BOSH release (vendor, build)"
-               ) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str = "release",
+               summary: str = "build this CPI's BOSH release (vendor, build)") -> argparse.ArgumentParser:
     """Hook `release` into a parent CLI's subparsers (`cpi`'s command table gives the name
     and the one-line help)."""
     parser = subparsers.add_parser(name, help=summary, description=DESCRIPTION, epilog=EXAMPLES,

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from cpi.release.errors import ReleaseError, describe_validation
 from cpi.validation import yaml_error
@@ -126,8 +134,8 @@ class ReleaseDefinition(BaseModel):
 
     @field_validator("jobs", "packages")
     @classmethod
-    def _names(cls, value: list[str], info) -> list[str]:
-        kind = info.field_name[:-1]
+    def _names(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        kind = str(info.field_name)[:-1]  # jobs -> job: a field validator always has its field's name
         for name in value:
             check_name(kind, name)
         duplicates = sorted({name for name in value if value.count(name) > 1})

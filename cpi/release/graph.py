@@ -15,20 +15,25 @@ from cpi.release.errors import ReleaseError
 
 def check_known(package_dependencies: Mapping[str, Sequence[str]], job_packages: Mapping[str, Sequence[str]]) -> None:
     known = set(package_dependencies)
-    for package, dependencies in package_dependencies.items():
-        for dependency in dependencies:
-            if dependency not in known:
-                raise ReleaseError(
-                    f"package '{package}' depends on '{dependency}', which is not a package of this "
-                    f"release (release.yml packages: {', '.join(sorted(known)) or 'none'})"
-                )
-    for job, packages in job_packages.items():
+    listed = f"(release.yml packages: {', '.join(sorted(known)) or 'none'})"
+    unknown = _first_unknown(package_dependencies, known)
+    if unknown:
+        raise ReleaseError(f"package '{unknown[0]}' depends on '{unknown[1]}', which is not a package of this "
+                           f"release {listed}")
+    unknown = _first_unknown(job_packages, known)
+    if unknown:
+        raise ReleaseError(f"job '{unknown[0]}' uses package '{unknown[1]}', which is not a package of this release "
+                           f"{listed}")
+
+
+def _first_unknown(uses: Mapping[str, Sequence[str]], known: set[str]) -> tuple[str, str] | None:
+    """The first (user, package) pair whose package is not one of `known`, in the order
+    release.yml lists them: one error at a time, the first an author would meet."""
+    for user, packages in uses.items():
         for package in packages:
             if package not in known:
-                raise ReleaseError(
-                    f"job '{job}' uses package '{package}', which is not a package of this release "
-                    f"(release.yml packages: {', '.join(sorted(known)) or 'none'})"
-                )
+                return user, package
+    return None
 
 
 def compile_order(package_dependencies: Mapping[str, Sequence[str]]) -> list[str]:

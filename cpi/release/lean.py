@@ -101,7 +101,8 @@ def _environment_root(site_packages: Path) -> Path:
     return site_packages.parents[2] if site_packages.parent.parent.name == "lib" else site_packages
 
 
-def distribution_removals(site_packages: Path, unused=UNUSED_DISTRIBUTIONS) -> list[Path]:
+def distribution_removals(site_packages: Path, unused: dict[str, tuple[str, ...]] = UNUSED_DISTRIBUTIONS
+                          ) -> list[Path]:
     """For each installed distribution of `unused`: every file its RECORD lists (those
     inside the venv), its modules' directories (with byte code RECORD does not list), and
     its .dist-info."""

@@ -15,8 +15,10 @@ Nothing is written: `builder` turns the result into archives.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
@@ -25,6 +27,9 @@ from cpi.release.definition import JobAlias, ReleaseDefinition, load_definition
 from cpi.release.errors import ReleaseError
 from cpi.release.fingerprint import Entry, bytes_entry, file_entry, fingerprint
 from cpi.release.specs import JobSpec, PackageSpec, load_job_spec, load_package_spec
+
+#: A job's spec or a package's: what _listed reads and checks the name of.
+S = TypeVar("S", JobSpec, PackageSpec)
 
 SPECIAL_PACKAGE_FILES = ("packaging", "pre_packaging")
 
@@ -62,16 +67,24 @@ class ReleaseContents:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_job(release_dir: Path, name: str) -> Job:
-    job_dir = release_dir / "jobs" / name
-    if not job_dir.is_dir():
-        raise ReleaseError(f"job '{name}' is listed in release.yml but {job_dir} is not a directory")
-    spec_path = job_dir / "spec"
+def _listed(release_dir: Path, kind: str, name: str, load: Callable[[Path], S]) -> tuple[Path, Path, S]:
+    """The directory of a job or package release.yml lists, its spec's path and the spec
+    `load` reads: both must be there and the spec must name the directory, as bosh
+    create-release wants them, before anything else of it is read."""
+    directory = release_dir / f"{kind}s" / name
+    if not directory.is_dir():
+        raise ReleaseError(f"{kind} '{name}' is listed in release.yml but {directory} is not a directory")
+    spec_path = directory / "spec"
     if not spec_path.is_file():
-        raise ReleaseError(f"job '{name}': {spec_path} is missing (every job needs a spec)")
-    spec = load_job_spec(spec_path)
+        raise ReleaseError(f"{kind} '{name}': {spec_path} is missing (every {kind} needs a spec)")
+    spec = load(spec_path)
     if spec.name != name:
-        raise ReleaseError(f"job directory '{name}' does not match job name '{spec.name}' in {spec_path}")
+        raise ReleaseError(f"{kind} directory '{name}' does not match {kind} name '{spec.name}' in {spec_path}")
+    return directory, spec_path, spec
+
+
+def read_job(release_dir: Path, name: str) -> Job:
+    job_dir, spec_path, spec = _listed(release_dir, "job", name, load_job_spec)
     monit = job_dir / "monit"
     if not monit.is_file():
         raise ReleaseError(
@@ -162,20 +175,14 @@ def package_files(release_dir: Path, definition: ReleaseDefinition, spec: Packag
 
 
 def read_package(release_dir: Path, definition: ReleaseDefinition, name: str) -> Package:
-    package_dir = release_dir / "packages" / name
-    if not package_dir.is_dir():
-        raise ReleaseError(f"package '{name}' is listed in release.yml but {package_dir} is not a directory")
-    if (package_dir / "spec.lock").exists():
+    # Before the directory's checks (a missing directory has no spec.lock either): a vendored
+    # package has a spec.lock and no spec, and the spec.lock is what the operator must hear of.
+    if (release_dir / "packages" / name / "spec.lock").exists():
         raise ReleaseError(
             f"package '{name}': spec.lock (a package vendored with `bosh vendor-package`) is not "
             f"supported by this builder; copy the package's spec and packaging instead"
         )
-    spec_path = package_dir / "spec"
-    if not spec_path.is_file():
-        raise ReleaseError(f"package '{name}': {spec_path} is missing (every package needs a spec)")
-    spec = load_package_spec(spec_path)
-    if spec.name != name:
-        raise ReleaseError(f"package directory '{name}' does not match package name '{spec.name}' in {spec_path}")
+    package_dir, _, spec = _listed(release_dir, "package", name, load_package_spec)
     packaging = package_dir / "packaging"
     if not packaging.is_file():
         raise ReleaseError(f"package '{name}': {packaging} is missing (the script the compile host runs with bash)")

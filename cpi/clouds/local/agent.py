@@ -28,7 +28,9 @@ import sys
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlsplit
+from types import FrameType
+from typing import NoReturn
+from urllib.parse import SplitResult, unquote, urlsplit
 
 
 def main(argv: list[str]) -> int:
@@ -62,7 +64,7 @@ def main(argv: list[str]) -> int:
             return 1
         listener.listen(16)
 
-    def stop(signum, frame):
+    def stop(signum: int, frame: FrameType | None) -> NoReturn:
         raise _Stop
 
     signal.signal(signal.SIGTERM, stop)
@@ -142,7 +144,8 @@ def _tls(cert: dict, base: str) -> ssl.SSLContext:
     return context
 
 
-def _serve(listener: socket.socket, context: ssl.SSLContext, mbus, bosh_dir: str, updated: dict) -> None:
+def _serve(listener: socket.socket, context: ssl.SSLContext, mbus: SplitResult, bosh_dir: str,
+           updated: dict) -> None:
     """Answer the agent protocol on the mbus until SIGTERM (_Stop), or exit 0 after an
     update_settings that needs a restart."""
     expected = None
@@ -183,7 +186,7 @@ def _serve(listener: socket.socket, context: ssl.SSLContext, mbus, bosh_dir: str
         return {"exception": {"message": f"unknown message {method}"}}, False
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
+        def do_POST(self) -> None:
             if expected and not hmac.compare_digest((self.headers.get("Authorization") or "").encode(),
                                                     expected.encode()):
                 self.send_response(401)
@@ -212,13 +215,13 @@ def _serve(listener: socket.socket, context: ssl.SSLContext, mbus, bosh_dir: str
                       "to start the agent again with them", flush=True)
                 os._exit(0)  # as bosh-agent's agent killer: a restart is how new settings take effect
 
-        def log_message(self, format, *args):  # noqa: A002 (http.server's name)
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's name)
             print(f"INFO - mbus: {format % args}", flush=True)
 
     class Server(ThreadingHTTPServer):
         daemon_threads = True
 
-        def handle_error(self, request, client_address):
+        def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
             # a port probe (spawn, the supervisor) or a client without the CA: one line, no trace
             print(f"INFO - mbus: connection from {client_address[0]} ended: {sys.exc_info()[1]}", flush=True)
 

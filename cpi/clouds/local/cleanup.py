@@ -15,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
+
+from cpi.cids import SnapshotCid, StemcellCid, VmCid
 
 from . import orphans, process
 from .session import Session
@@ -62,7 +64,7 @@ def purge(session: Session, cid: str, kind: type | None = None, audited: bool = 
         return False
     old = _load_quietly(store, kind, cid)
     if kind is VMRecord:
-        found = _destroy_vm(session, cid, old)
+        found = _destroy_vm(session, VmCid(cid), cast("VMRecord | None", old))  # of the kind asked for
     elif kind is not None:
         found = store.remove(kind, cid)
     else:
@@ -73,16 +75,25 @@ def purge(session: Session, cid: str, kind: type | None = None, audited: bool = 
     return found
 
 
+def delete_alone(session: Session, cid: StemcellCid | SnapshotCid, kind: type, what: str) -> None:
+    """delete_stemcell, delete_snapshot: what is under `cid` removed, its lock held (nothing
+    else is locked: a stemcell or snapshot holds nothing); one that is not there is no
+    error, as a director retries deletes."""
+    with session.lock(cid):
+        if not purge(session, cid, kind):
+            session.log.info("%s %s not found: nothing to delete", what, cid)
+
+
 def delete_orphan(session: Session, cid: str) -> None:
     """Called by the sweep for a create whose process died: remove what it made."""
     if session.store.kind_of(cid) is VMRecord:
-        delete_vm(session, cid)  # with the locks of any disk attached meanwhile
+        delete_vm(session, VmCid(cid))  # with the locks of any disk attached meanwhile
     else:
         with session.lock(cid):
             purge(session, cid)
 
 
-def delete_vm(session: Session, vm_cid: str) -> None:
+def delete_vm(session: Session, vm_cid: VmCid) -> None:
     with _locked_with_disks(session, vm_cid) as record:
         found = _destroy_vm(session, vm_cid, record)
         if session.store.valid(VMRecord, vm_cid):
@@ -93,14 +104,14 @@ def delete_vm(session: Session, vm_cid: str) -> None:
             session.log.info("VM %s not found: nothing to delete", vm_cid)
 
 
-def stop_vm(session: Session, vm_cid: str, record: VMRecord | None) -> None:
+def stop_vm(session: Session, vm_cid: VmCid, record: VMRecord | None) -> None:
     if not session.effect(f"stop the processes of VM {vm_cid}"):
         return
     pid, pid_start = (record.pid, record.pid_start) if record else (None, None)
     process.stop(pid, pid_start, str(session.store.dir(VMRecord, vm_cid)))
 
 
-def _destroy_vm(session: Session, vm_cid: str, record: VMRecord | None) -> bool:
+def _destroy_vm(session: Session, vm_cid: VmCid, record: VMRecord | None) -> bool:
     """Stop its processes, release its disks and IPs, remove the VM: from whatever is
     there (record or not), each step safe to repeat. Call with the VM's and its disks'
     locks held. True if anything was there."""
@@ -125,7 +136,7 @@ def _destroy_vm(session: Session, vm_cid: str, record: VMRecord | None) -> bool:
 
 
 @contextlib.contextmanager
-def _locked_with_disks(session: Session, vm_cid: str) -> Iterator[VMRecord | None]:
+def _locked_with_disks(session: Session, vm_cid: VmCid) -> Iterator[VMRecord | None]:
     """Lock the VM and every disk its record lists, all at once (the global order that
     attach and detach follow too); yields the record as it is under those locks."""
     while True:
@@ -139,7 +150,7 @@ def _locked_with_disks(session: Session, vm_cid: str) -> Iterator[VMRecord | Non
         session.log.info("disks of VM %s changed while locking; locking again", vm_cid)
 
 
-def _load_quietly(store: Store, kind: type | None, cid: str):
+def _load_quietly(store: Store, kind: type | None, cid: str) -> BaseModel | None:
     """The record, or None when there is none or it cannot be read (a delete goes on)."""
     if kind is None:
         return None
@@ -149,5 +160,5 @@ def _load_quietly(store: Store, kind: type | None, cid: str):
         return None
 
 
-def summary(record) -> dict[str, Any] | None:
+def summary(record: BaseModel | None) -> dict[str, Any] | None:
     return None if record is None else record.model_dump(include=_SUMMARY[type(record)])

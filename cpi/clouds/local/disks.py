@@ -13,6 +13,7 @@ from __future__ import annotations
 import string
 from typing import Any
 
+from cpi.cids import DiskCid, SnapshotCid, VmCid
 from cpi.clouds.base import DiskHint
 from cpi.errors import CloudError, DiskNotAttached, DiskNotFound, NotSupported
 from cpi.validation import parse
@@ -21,7 +22,7 @@ from . import cleanup, fileops, mounts
 from .props import DiskCloudProperties
 from .session import Session, then_collect_stale_locks
 from .store import DiskRecord, SnapshotRecord, VMRecord
-from .vms import Vms
+from .vms import Vms, merge_metadata
 
 #: Persistent disks get /dev/sdc onwards (sda: system, sdb: ephemeral), as on OpenStack.
 DEVICE_LETTERS = string.ascii_lowercase[2:]
@@ -36,10 +37,10 @@ class Disks:
 
     # ------------------------------------------------------------ lookups
 
-    def exists(self, disk_cid: str) -> bool:
+    def exists(self, disk_cid: DiskCid) -> bool:
         return self.store.load(DiskRecord, disk_cid) is not None
 
-    def require(self, disk_cid: str) -> DiskRecord:
+    def require(self, disk_cid: DiskCid) -> DiskRecord:
         record = self.store.load(DiskRecord, disk_cid)
         if record is None:
             raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
@@ -47,12 +48,12 @@ class Disks:
 
     # ------------------------------------------------------------ create, delete, sizes
 
-    def create(self, size: int, cloud_properties: dict, vm_cid: str | None) -> str:
+    def create(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> str:
         session = self.session
         props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
         if vm_cid is not None:
             self.vms.require(vm_cid)  # locality: the VM must exist, as on a real IaaS
-        disk_cid = self.store.new_cid(DiskRecord)
+        disk_cid = DiskCid(self.store.new_cid(DiskRecord))
         with cleanup.creating(session, disk_cid):
             directory = self.store.make_dir(DiskRecord, disk_cid)
             if session.effect(f"allocate a {size} MiB disk file"):
@@ -65,7 +66,7 @@ class Disks:
         return disk_cid
 
     @then_collect_stale_locks
-    def delete(self, disk_cid: str) -> None:
+    def delete(self, disk_cid: DiskCid) -> None:
         with self.session.lock(disk_cid):
             record = self.store.load(DiskRecord, disk_cid)
             if record and record.vm_cid and self.store.load(VMRecord, record.vm_cid) is not None:
@@ -73,12 +74,12 @@ class Disks:
             if not cleanup.purge(self.session, disk_cid, DiskRecord):
                 self.log.info("disk %s not found: nothing to delete", disk_cid)
 
-    def resize(self, disk_cid: str, new_size: int) -> None:
+    def resize(self, disk_cid: DiskCid, new_size: int) -> None:
         with self.session.lock(disk_cid):
             record = self.require(disk_cid)
             self._resize(record, new_size, _preallocated(record.cloud_properties))
 
-    def update(self, disk_cid: str, new_size: int, cloud_properties: dict) -> str | None:
+    def update(self, disk_cid: DiskCid, new_size: int, cloud_properties: dict) -> str | None:
         """In place: grow the file, reserve its blocks when the new type is preallocated,
         and record the new properties (no copy: a reader sees the same bytes)."""
         props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
@@ -109,7 +110,7 @@ class Disks:
 
     # ------------------------------------------------------------ attachments
 
-    def attach(self, vm_cid: str, disk_cid: str) -> DiskHint:
+    def attach(self, vm_cid: VmCid, disk_cid: DiskCid) -> DiskHint:
         with self.session.lock(vm_cid, disk_cid):
             vm = self.vms.require(vm_cid)
             disk = self.require(disk_cid)
@@ -131,7 +132,7 @@ class Disks:
                 self.session.audit("attach", "disk", disk_cid, old=old, new={"vm_cid": vm_cid, "device": hint})
             return hint
 
-    def detach(self, vm_cid: str, disk_cid: str) -> None:
+    def detach(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
         with self.session.lock(vm_cid, disk_cid):
             vm = self.vms.require(vm_cid)
             disk = self.store.load(DiskRecord, disk_cid)
@@ -152,18 +153,15 @@ class Disks:
             if attached or hint is not None:
                 self.session.audit("detach", "disk", disk_cid, old={"vm_cid": vm_cid, "device": hint})
 
-    def set_metadata(self, disk_cid: str, metadata: dict[str, str]) -> None:
+    def set_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
         with self.session.lock(disk_cid):
-            record = self.require(disk_cid)
-            self.session.audit_tags("disk", disk_cid, record.metadata, metadata)
-            record.metadata.update(metadata)
-            self.store.save(record)
+            merge_metadata(self.session, "disk", disk_cid, self.require(disk_cid), metadata)
 
     # ------------------------------------------------------------ snapshots
 
-    def snapshot(self, disk_cid: str, metadata: dict[str, Any]) -> str:
+    def snapshot(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> str:
         session = self.session
-        snapshot_cid = self.store.new_cid(SnapshotRecord)
+        snapshot_cid = SnapshotCid(self.store.new_cid(SnapshotRecord))
         with cleanup.creating(session, snapshot_cid, disk_cid):
             disk = self.require(disk_cid)
             directory = self.store.make_dir(SnapshotRecord, snapshot_cid)
@@ -176,10 +174,8 @@ class Disks:
         return snapshot_cid
 
     @then_collect_stale_locks
-    def delete_snapshot(self, snapshot_cid: str) -> None:
-        with self.session.lock(snapshot_cid):
-            if not cleanup.purge(self.session, snapshot_cid, SnapshotRecord):
-                self.log.info("snapshot %s not found: nothing to delete", snapshot_cid)
+    def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
+        cleanup.delete_alone(self.session, snapshot_cid, SnapshotRecord, "snapshot")
 
 
 def _free_letter(vm: VMRecord) -> str:

@@ -14,7 +14,9 @@ import errno
 import hashlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from cpi.errors import CloudError
 from cpi.failpoints import reached
@@ -24,7 +26,7 @@ from cpi.private import open_nofollow
 MIB = 1024 * 1024
 
 
-def new_file(path: Path):
+def new_file(path: Path) -> BinaryIO:
     """A new private file: 0600 whatever the umask, never through a planted link."""
     fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.fchmod(fd, 0o600)
@@ -47,7 +49,7 @@ def load_json(path: Path) -> dict | None:
 
 
 @contextlib.contextmanager
-def no_space_is_a_cloud_error(what: str):
+def no_space_is_a_cloud_error(what: str) -> Iterator[None]:
     """A full or too small file system is the IaaS failing, not a bug: say so (the create
     that called removes what it made)."""
     try:
@@ -80,7 +82,7 @@ def allocate(path: Path, size: int, preallocate: bool) -> None:
             os.close(fd)
 
 
-def open_image(image_path: str):
+def open_image(image_path: str) -> BinaryIO:
     """Open the stemcell image the director handed us; only a regular file will do (a FIFO
     or a device would hang or never end)."""
     try:
@@ -93,7 +95,7 @@ def open_image(image_path: str):
     return os.fdopen(fd, "rb")
 
 
-def copy_with_sha1(src, target: Path | None) -> tuple[str, int]:
+def copy_with_sha1(src: BinaryIO, target: Path | None) -> tuple[str, int]:
     """Copy to a new 0600 file: the image may be secret, whatever its source's mode. With
     no target (a plan), only the digest and size."""
     digest, size = hashlib.sha1(usedforsecurity=False), 0  # the stemcell sha1 BOSH records, not a secret

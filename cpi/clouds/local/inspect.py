@@ -6,6 +6,6 @@ from __future__ import annotations
 from cpi.clouds.findings import Finding
 
 
-def check_cloud_config(cloud, items) -> list[Finding]:
+def check_cloud_config(cloud: object, items: list) -> list[Finding]:
     return [Finding("(online)", "the local cloud's cloud_properties name no IaaS resources: nothing to check online",
                     "info")]

@@ -15,7 +15,8 @@ from .process import agent_state
 from .store import DiskRecord, SnapshotRecord, StemcellRecord, Store, VMRecord
 
 
-def _tags(record, extra: dict[str, str] | None = None) -> dict[str, str]:
+def _tags(record: VMRecord | DiskRecord | SnapshotRecord | StemcellRecord,
+          extra: dict[str, str] | None = None) -> dict[str, str]:
     tags = {"director_uuid": record.director_uuid} if record.director_uuid else {}
     tags.update(extra or {})
     return {k: str(v) for k, v in tags.items()}

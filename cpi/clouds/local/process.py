@@ -60,16 +60,6 @@ def mbus_endpoint(mbus: str | None) -> tuple[str, int] | None:
     return ("127.0.0.1" if host in ("0.0.0.0", "::", "localhost") else host), url.port  # noqa: S104  # nosec B104
 
 
-def port_open(endpoint: tuple[str, int]) -> bool:
-    import socket  # here, not at the top: only the methods that start a VM need it
-
-    try:
-        with socket.create_connection(endpoint, timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
 def marked(marker: str) -> list[int]:
     """Live processes (not zombies) whose environment carries BOSH_CPI_VM=`marker`."""
     wanted = f"{MARKER}={marker}".encode()
@@ -91,6 +81,8 @@ def marked(marker: str) -> list[int]:
 def spawn(command: list[str], base: Path, endpoint: tuple[str, int] | None,
           boot_timeout: float) -> tuple[int, str | None]:
     """Start the VM process and wait until it is up; returns (pid, start time)."""
+    from .supervisor import port_open  # here, not at the top: only the methods that start a VM need it
+
     if endpoint and port_open(endpoint):
         raise VMCreationFailed(
             f"mbus port {endpoint[1]} on {endpoint[0]} is already in use (a leftover agent would "

@@ -8,6 +8,8 @@ image: a local VM is a process.
 
 from __future__ import annotations
 
+from cpi.cids import StemcellCid
+
 from . import cleanup, fileops
 from .session import Session, then_collect_stale_locks
 from .store import StemcellRecord
@@ -21,7 +23,7 @@ class Stemcells:
 
     def create(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:
         session = self.session
-        stemcell_cid = self.store.new_cid(StemcellRecord)
+        stemcell_cid = StemcellCid(self.store.new_cid(StemcellRecord))
         record = StemcellRecord(
             stemcell_cid=stemcell_cid, cloud_properties=cloud_properties, tags={k: str(v) for k, v in tags.items()},
             director_uuid=session.context.director_uuid,
@@ -46,7 +48,5 @@ class Stemcells:
         return stemcell_cid
 
     @then_collect_stale_locks
-    def delete(self, stemcell_cid: str) -> None:
-        with self.session.lock(stemcell_cid):
-            if not cleanup.purge(self.session, stemcell_cid, StemcellRecord):
-                self.log.info("stemcell %s not found: nothing to delete", stemcell_cid)
+    def delete(self, stemcell_cid: StemcellCid) -> None:
+        cleanup.delete_alone(self.session, stemcell_cid, StemcellRecord, "stemcell")

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
 from cpi.errors import CpiError
 from cpi.failpoints import reached
 from cpi.files import atomic_write_bytes, atomic_write_json, read_json
@@ -37,6 +38,7 @@ from cpi.private import PlantedEntry, open_nofollow, open_state_file, private_di
 from . import layout
 
 R = TypeVar("R", bound=BaseModel)
+
 
 
 def now() -> str:
@@ -51,7 +53,7 @@ class _Record(BaseModel):
 
 
 class StemcellRecord(_Record):
-    stemcell_cid: str
+    stemcell_cid: StemcellCid
     cloud_properties: dict[str, Any] = {}
     tags: dict[str, str] = {}
     image: str | None = None  # file name inside the stemcell dir; None for a light stemcell
@@ -62,16 +64,16 @@ class StemcellRecord(_Record):
 
 
 class VMRecord(_Record):
-    vm_cid: str
-    agent_id: str
-    stemcell_cid: str
+    vm_cid: VmCid
+    agent_id: AgentId
+    stemcell_cid: StemcellCid
     state: str = "creating"  # creating | running | deleting
     cloud_properties: dict[str, Any] = {}
     networks: dict[str, Any] = {}
     ips: list[str] = []
     pid: int | None = None
     pid_start: str | None = None  # the process's start time, so a recycled pid is never signalled
-    disks: dict[str, Any] = {}  # disk_cid -> hint, in attach order
+    disks: dict[DiskCid, Any] = {}  # disk_cid -> hint, in attach order
     metadata: dict[str, str] = {}
     boots: int = 0
     director_uuid: str | None = None  # who asked for it: `cpi list` and orphans filter by it
@@ -79,18 +81,18 @@ class VMRecord(_Record):
 
 
 class DiskRecord(_Record):
-    disk_cid: str
+    disk_cid: DiskCid
     size: int  # MiB
     cloud_properties: dict[str, Any] = {}
-    vm_cid: str | None = None  # attached to
+    vm_cid: VmCid | None = None  # attached to
     metadata: dict[str, str] = {}
     director_uuid: str | None = None  # who asked for it: `cpi list` and orphans filter by it
     created_at: str = Field(default_factory=now)
 
 
 class SnapshotRecord(_Record):
-    snapshot_cid: str
-    disk_cid: str
+    snapshot_cid: SnapshotCid
+    disk_cid: DiskCid
     size: int
     metadata: dict[str, Any] = {}
     director_uuid: str | None = None  # who asked for it: `cpi list` and orphans filter by it
@@ -258,7 +260,7 @@ class Store:
         except FileNotFoundError:
             return None
 
-    def reserve_ip(self, ip: str, vm_cid: str) -> None:
+    def reserve_ip(self, ip: str, vm_cid: VmCid) -> None:
         """Written to a temp file in the VM's own directory and linked into place, so the
         reservation appears with its owner in it or not at all."""
         temp = self.dir(VMRecord, vm_cid) / f".ip-{canonical_ip(ip)}"
@@ -276,7 +278,7 @@ class Store:
             temp.unlink(missing_ok=True)
         reached("ip reserved")
 
-    def release_ip(self, entry: str, vm_cid: str) -> None:
+    def release_ip(self, entry: str, vm_cid: VmCid) -> None:
         """`entry`: a canonical address, or a name as `ips_of` lists it."""
         if "/" in entry or entry in (".", ".."):
             return
@@ -285,12 +287,12 @@ class Store:
             path.unlink(missing_ok=True)
             reached("ip released")
 
-    def ips_of(self, vm_cid: str) -> list[str]:
+    def ips_of(self, vm_cid: VmCid) -> list[str]:
         """Every address reserved for this VM, whether its record knew of it or not."""
         directory = self.root / "ips"
         return [ip for ip in sorted(os.listdir(directory)) if self._owned(directory / ip, vm_cid)]
 
-    def _owned(self, path: Path, vm_cid: str) -> bool:
+    def _owned(self, path: Path, vm_cid: VmCid) -> bool:
         """Whether the reservation at `path` is this VM's. A planted entry names no owner,
         so it is nobody's here: the VM whose record names that address meets it (and its
         PlantedEntry) when it releases it, and every other VM's delete goes on."""

@@ -136,7 +136,7 @@ class Supervisor:
             if code is not None:
                 self.log(f"agent exited while booting ({describe(self.last_exit)}): not restarted")
                 return code
-            if _port_open(endpoint) if endpoint else time.monotonic() >= settled:
+            if port_open(endpoint) if endpoint else time.monotonic() >= settled:
                 self.state = "running"
                 self.save()
                 return None
@@ -201,7 +201,9 @@ def _kill(pid: int, sig: int) -> None:
         return  # exited already: reaped next
 
 
-def _port_open(endpoint: tuple[str, int]) -> bool:
+def port_open(endpoint: tuple[str, int]) -> bool:
+    """The agent's mbus port answers: what the supervisor waits for, and what spawn
+    (process.py, which imports it from here) refuses to start a VM over."""
     try:
         with socket.create_connection(endpoint, timeout=0.2):
             return True

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cpi import agent_env
+from cpi.cids import AgentId, DiskCid, StemcellCid, VmCid
 from cpi.errors import CloudError, CpiError, VMCreationFailed, VMNotFound
 from cpi.files import atomic_write_json
 from cpi.models import Network, VMResources
@@ -38,28 +39,28 @@ class Vms:
 
     # ------------------------------------------------------------ lookups
 
-    def exists(self, vm_cid: str) -> bool:
+    def exists(self, vm_cid: VmCid) -> bool:
         return self.store.load(VMRecord, vm_cid) is not None
 
-    def require(self, vm_cid: str) -> VMRecord:
+    def require(self, vm_cid: VmCid) -> VMRecord:
         record = self.store.load(VMRecord, vm_cid)
         if record is None:
             raise VMNotFound(f"VM '{vm_cid}' not found")
         return record
 
-    def disks(self, vm_cid: str) -> list[str]:
+    def disks(self, vm_cid: VmCid) -> list[str]:
         return list(self.require(vm_cid).disks)
 
     # ------------------------------------------------------------ create, delete, reboot
 
-    def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, networks: dict[str, Network],
+    def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, networks: dict[str, Network],
                disk_cids: Sequence[str], env: dict) -> tuple[str, dict[str, Any]]:
         session = self.session
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         if self.store.load(StemcellRecord, stemcell_cid) is None:
             raise VMCreationFailed(f"stemcell '{stemcell_cid}' not found", ok_to_retry=False)
         wanted_ips = _wanted_ips(networks)
-        vm_cid = self.store.new_cid(VMRecord)
+        vm_cid = VmCid(self.store.new_cid(VMRecord))
         record = VMRecord(
             vm_cid=vm_cid,
             agent_id=agent_id,
@@ -99,10 +100,10 @@ class Vms:
         return vm_cid, record.networks
 
     @then_collect_stale_locks
-    def delete(self, vm_cid: str) -> None:
+    def delete(self, vm_cid: VmCid) -> None:
         cleanup.delete_vm(self.session, vm_cid)
 
-    def reboot(self, vm_cid: str) -> None:
+    def reboot(self, vm_cid: VmCid) -> None:
         with self.session.lock(vm_cid):
             record = self.require(vm_cid)
             old = {"pid": record.pid, "boots": record.boots}
@@ -113,7 +114,7 @@ class Vms:
                 record.pid, record.boots = None, record.boots + 1  # what only the new process can tell: open
             self.session.audit("reboot", "vm", vm_cid, old=old, new={"pid": record.pid, "boots": record.boots})
 
-    def _reserve_ips(self, vm_cid: str, wanted: list[tuple[str, str]]) -> list[str]:
+    def _reserve_ips(self, vm_cid: VmCid, wanted: list[tuple[str, str]]) -> list[str]:
         taken: list[str] = []
         if not wanted:
             return taken
@@ -122,7 +123,7 @@ class Vms:
                 owner = self.store.ip_owner(ip)
                 if owner and self.store.load(VMRecord, owner) is None:
                     self.log.info("IP %s was held by %s, which no longer exists: releasing it", ip, owner)
-                    self.store.release_ip(ip, owner)
+                    self.store.release_ip(ip, VmCid(owner))
                     self.session.audit("release", "ip", ip, old={"vm_cid": owner})
                     owner = None
                 if owner:
@@ -173,12 +174,9 @@ class Vms:
 
     # ------------------------------------------------------------ metadata and sizes
 
-    def set_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
+    def set_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         with self.session.lock(vm_cid):
-            record = self.require(vm_cid)
-            self.session.audit_tags("vm", vm_cid, record.metadata, metadata)
-            record.metadata.update(metadata)
-            self.store.save(record)
+            merge_metadata(self.session, "vm", vm_cid, self.require(vm_cid), metadata)
 
     @staticmethod
     def calculate_cloud_properties(resources: VMResources) -> dict[str, Any]:
@@ -207,3 +205,12 @@ def _write_agent_files(base: Path, settings: dict[str, Any]) -> None:
         base / "agent.json",
         {"Infrastructure": {"Settings": {"Sources": [{"Type": "File", "SettingsPath": str(base / SETTINGS_FILE)}]}}},
     )
+
+
+def merge_metadata(session: Session, kind: str, cid: VmCid | DiskCid, record: VMRecord | DiskRecord,
+                   metadata: dict[str, str]) -> None:
+    """set_vm_metadata and set_disk_metadata (the resource's lock held): the tags merged into
+    the record's, a key given again replaced, and each change audited."""
+    session.audit_tags(kind, cid, record.metadata, metadata)
+    record.metadata.update(metadata)
+    session.store.save(record)
