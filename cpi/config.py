@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cpi import validation
 from cpi.audit import AuditConfig
 from cpi.backoff import ThrottleConfig
+from cpi.clouds.base import CloudProperties
 from cpi.errors import CpiError
 from cpi.models import AgentConfig
 from cpi.raw_config import info_result, read_file  # noqa: F401 - read_file: callers know it as config.read_file
@@ -132,13 +133,20 @@ SECTIONS: dict[str, type[BaseModel]] = {"agent": AgentConfig, "debug": DebugConf
 OFFICIAL_ONLY = ("registry", "stemcell")
 
 
+def official(cloud_class: type[Cloud]) -> type[CloudProperties]:
+    """The cloud's `Properties` as a CloudProperties: a plugin's plain BaseModel takes an
+    official CPI's shape nowhere, which are CloudProperties' defaults."""
+    model = cloud_class.Properties
+    return model if issubclass(model, CloudProperties) else CloudProperties
+
+
 def _plugin_section(cloud_class: type[Cloud], sections: dict, plugin: str) -> tuple[Any, str]:
     """The plugin's section and its name in messages. An official CPI's job may render it
     not under the plugin's name but as keys of `cloud.properties` itself
-    (`Properties.official_keys`: the vsphere_cpi job's `vcenters` and `plugins`, beside
+    (`CloudProperties.official_keys`: the vsphere_cpi job's `vcenters` and `plugins`, beside
     `agent`); those keys are then the section, taken as rendered, so that the official job's
     cpi.json works verbatim."""
-    official_keys: tuple[str, ...] = getattr(cloud_class.Properties, "official_keys", ())
+    official_keys = official(cloud_class).official_keys
     present = [key for key in official_keys if key in sections]
     if not present:
         return sections.get(plugin, {}), plugin
@@ -150,14 +158,11 @@ def _plugin_section(cloud_class: type[Cloud], sections: dict, plugin: str) -> tu
 
 def _official_shape(cloud_class: type[Cloud], section: dict, plugin: str) -> dict:
     """The section in its model's own shape, when the model also takes an official CPI's
-    (`Properties.official_shape`: the vSphere CPI's `{"vcenters": [{...}]}`): done before the
+    (`CloudProperties.official_shape`: the vSphere CPI's `{"vcenters": [{...}]}`): done before the
     context is merged over it and before unknown keys are looked for, so that both happen
     where the model's keys are."""
-    official_shape = getattr(cloud_class.Properties, "official_shape", None)
-    if official_shape is None:
-        return section
     try:
-        shaped = official_shape(section)
+        shaped = official(cloud_class).official_shape(section)
     except ValueError as exc:
         where = "cloud.properties" + ("" if plugin.endswith("]") else f".{plugin}")
         raise CpiError(f"invalid config: {where}: {exc}") from None
@@ -241,7 +246,6 @@ def build(raw: dict, context: dict | None = None) -> Config:
     properties = _section(cloud_class.Properties, {**section, **overrides}, where, ignored)
     sections = file.cloud.properties
     read = {name: _section(model, sections.get(name) or {}, name, ignored) for name, model in SECTIONS.items()}
-    official_keys = getattr(cloud_class.Properties, "official_keys", ())
-    validation.sections(sections, {plugin, *official_keys, *SECTIONS, "validation", *OFFICIAL_ONLY},
-                        "cloud.properties", ignored)
+    known = {plugin, *official(cloud_class).official_keys, *SECTIONS, "validation", *OFFICIAL_ONLY}
+    validation.sections(sections, known, "cloud.properties", ignored)
     return Config(plugin=plugin, cloud_class=cloud_class, properties=properties, raw=raw, ignored=ignored, **read)

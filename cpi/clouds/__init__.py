@@ -64,14 +64,20 @@ LOADED: list[str] = []
 
 
 def load_cloud(name: str) -> type[Cloud]:
-    """The Cloud class registered as `name`, with a clear error when it is not there."""
+    """The Cloud class registered as `name`, with a clear error when it is not there or is
+    not a `cpi.clouds.base.Cloud` (a plugin's class that is not one would otherwise fail
+    later, on the first hook the CPI asks of it, with an AttributeError)."""
+    from cpi.clouds.base import Cloud
+
     cloud = _load(name)
+    if not (isinstance(cloud, type) and issubclass(cloud, Cloud)):
+        raise CpiError(f"cloud plugin '{name}' is {cloud!r}, which is not a subclass of cpi.clouds.base.Cloud")
     if name not in LOADED:
         LOADED.append(name)
     return cloud
 
 
-def _load(name: str) -> type[Cloud]:
+def _load(name: str) -> object:
     if name in BUILTIN:
         try:
             return _import(BUILTIN[name])

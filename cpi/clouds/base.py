@@ -12,7 +12,9 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
+
+from pydantic import BaseModel
 
 from cpi.clouds.bosh import BoshCloud, DiskHint
 from cpi.errors import BoshError
@@ -21,11 +23,30 @@ from cpi.errors import NotImplemented as CpiNotImplemented
 if TYPE_CHECKING:  # the operator's shapes: not on the start-up path of bin/cpi
     from cpi.clouds.inventory import Offer, Resource
 
-__all__ = ["Cloud", "DiskHint", "boundary"]
+__all__ = ["Cloud", "CloudProperties", "DiskHint", "boundary"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 C = TypeVar("C", bound="Cloud")
+
+
+class CloudProperties(BaseModel):
+    """What cpi.config asks of a cloud's `Properties` besides its fields, declared with
+    defaults: a cloud's model subclasses this to take an official CPI's cpi.json as it is. A
+    plugin's model that is a plain BaseModel has these defaults (cpi.config.official)."""
+
+    #: Keys of `cloud.properties` that together are the cloud's section when an official
+    #: CPI's job renders them there in place of the plugin's name (the vsphere_cpi job's
+    #: `vcenters` and `plugins`); none: the section is `cloud.properties.<plugin>` only.
+    official_keys: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def official_shape(cls, section: Any) -> Any:
+        """`section` in this model's own shape when it came in an official CPI's (the
+        vSphere CPI's `{"vcenters": [{...}]}`): cpi.config calls this before it merges a
+        context and looks for unknown keys, so both happen where the model's keys are. A
+        ValueError is the section's error, named so. By default the section as it is."""
+        return section
 
 
 def boundary(method: Callable[Concatenate[C, P], R]) -> Callable[Concatenate[C, P], R]:

@@ -139,3 +139,31 @@ def test_cpi_plan_refuses_a_cloud_that_cannot_withhold_its_writes(tmp_path):
     assert "the writing cloud cannot withhold its writes" in proc.stderr and "nothing was called" in proc.stderr
     assert "0 changes" not in proc.stdout
     assert not marker.exists(), "the plan made the disk for real"
+
+
+def test_a_plugin_class_that_is_not_a_cloud_is_refused_naming_it(tmp_path):
+    """A class registered in the entry-point group that does not subclass
+    cpi.clouds.base.Cloud failed later with an AttributeError on the first hook the CPI
+    asked of it; now the config is refused at once, naming the plugin and its class."""
+    site = tmp_path / "site"
+    files = {"strangecloud.py": "class StrangeCloud:\n    name = 'strange'\n",
+             "strangecloud-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: strangecloud\nVersion: 0.1\n",
+             "strangecloud-0.1.dist-info/entry_points.txt": "[bosh_cpi.clouds]\nstrange = strangecloud:StrangeCloud\n"}
+    for name, text in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    config = tmp_path / "cpi.json"
+    config.write_text(json.dumps({"cloud": {"plugin": "strange", "properties": {"strange": {}}}}))
+    proc = subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "-I", "-c",
+         "import sys; sys.path[:0] = [sys.argv.pop(1), sys.argv.pop(1)]; from cpi.entry import main; sys.exit(main())",
+         str(ROOT), str(site), str(config)],
+        input=json.dumps({"method": "has_vm", "arguments": ["vm-1"], "context": {}}).encode(),
+        capture_output=True, env=COLD_ENV, cwd="/",
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    check_envelope(doc)
+    message = doc["error"]["message"]
+    assert "strange" in message and "StrangeCloud" in message and "cpi.clouds.base.Cloud" in message, message
+    assert "AttributeError" not in message, message

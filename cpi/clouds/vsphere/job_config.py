@@ -40,6 +40,7 @@ from pydantic import (
     model_validator,
 )
 
+from cpi.clouds.base import CloudProperties
 from cpi.clouds.vsphere.patterns import compile_pattern
 from cpi.models import StrictModel as _Strict
 
@@ -270,7 +271,7 @@ class Nsxt(_Strict):
         return self
 
 
-class VsphereProperties(_Strict):
+class VsphereProperties(CloudProperties, _Strict):
     """`cloud.properties.vsphere` in cpi.json: the job spec's `vcenter.*` properties under
     their names without `vcenter.` (`host`, `user`, `password`, `datacenters`, ...). The
     official CPI's own cpi.json shape is taken too: `{"vcenters": [{...}], "plugins": {}}`,
