@@ -29,11 +29,10 @@ has one, 2 for a usage error."""
 
 
 def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
-    p = add_call_parser(sub, name, summary,
-                        "Call one CPI method as a director does: one bin/cpi process, the environment\n"
-                        "wiped to PATH, one JSON request on its stdin. Prints the response.",
-                        EXAMPLES, "info, create_vm, has_disk")
-    p.set_defaults(func=call)
+    add_call_parser(sub, name, summary,
+                    "Call one CPI method as a director does: one bin/cpi process, the environment\n"
+                    "wiped to PATH, one JSON request on its stdin. Prints the response.",
+                    EXAMPLES, "info, create_vm, has_disk", call)
 
 
 def call(args: argparse.Namespace) -> int:

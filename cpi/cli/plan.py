@@ -37,9 +37,8 @@ def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
     p = add_call_parser(sub, name, summary,
                         "Run one CPI method with every read done and every write withheld, and print\n"
                         "what it would change. BOSH never runs this mode; only this command does.",
-                        EXAMPLES, "create_vm, attach_disk, delete_disk")
+                        EXAMPLES, "create_vm, attach_disk, delete_disk", plan_command)
     p.add_argument("-v", "--verbose", action="store_true", help="print the call's log on stderr")
-    p.set_defaults(func=plan_command)
 
 
 def plan_command(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,10 +16,11 @@ from . import options, timeout
 
 
 def add_call_parser(sub: options.Subparsers, name: str, summary: str, description: str, epilog: str,
-                    methods: str) -> argparse.ArgumentParser:
+                    methods: str, command: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
     """The parser of a command that takes a CPI call (call, plan): the call's method, its
     JSON arguments, --config, --json/--yaml, --timeout, --api-version and --director-uuid;
-    its description and examples printed as written (they are laid out by hand)."""
+    its description and examples printed as written (they are laid out by hand); `command`
+    runs it."""
     p = sub.add_parser(name, help=summary, description=description, epilog=epilog,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("method", help=f"a CPI method name, e.g. {methods}")
@@ -26,6 +28,7 @@ def add_call_parser(sub: options.Subparsers, name: str, summary: str, descriptio
     options.add(p, options.CONFIG, options.OUTPUT, options.TIMEOUT)
     p.add_argument("--api-version", type=int, default=2, metavar="N", help="the request's api_version (default: 2)")
     p.add_argument("--director-uuid", help="the director_uuid the call's context carries (the tags it writes)")
+    p.set_defaults(func=command)
     return p
 
 

@@ -15,7 +15,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn, Protocol
 
 from cpi import processes
 
@@ -153,13 +154,23 @@ def requests_in(log: str) -> int | None:
     return sum(counts) if counts else None
 
 
+class CallsBinCpi(Protocol):
+    """What a run needs of its client (cpi.cli.client.Client, which imports this module):
+    one CPI call through bin/cpi, and the director_uuid its calls' context carries."""
+
+    director_uuid: str
+
+    def raw(self, method: str, *arguments: Any) -> dict: ...
+
+
 class Certify:
     """One run: `client` is a cpi.cli.client.Client carrying this run's director_uuid;
     `finder(director_uuid, stemcell_cid)` lists what the cloud still holds for it
     (Resource-like objects with kind and cid)."""
 
-    def __init__(self, client, finder: Callable[[str, str | None], list], cloud: str, stemcell: tuple[str, dict],
-                 vm_type: dict, disk_type: dict, networks: dict, journal: Journal | None = None):
+    def __init__(self, client: CallsBinCpi, finder: Callable[[str, str | None], list], cloud: str,
+                 stemcell: tuple[str, dict], vm_type: dict, disk_type: dict, networks: dict,
+                 journal: Journal | None = None) -> None:
         self.client = client
         self.journal = journal
         self.finder = finder
@@ -242,7 +253,7 @@ class Certify:
         if self.journal is not None:
             self.journal.write()
 
-        def interrupt(signum, frame):
+        def interrupt(signum: int, frame: FrameType | None) -> NoReturn:
             raise Interrupted(signal.Signals(signum).name)
 
         previous = {signum: signal.signal(signum, interrupt) for signum in INTERRUPTS[1:]}
