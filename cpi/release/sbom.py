@@ -36,16 +36,12 @@ CPYTHON = re.compile(r"^Python-(?P<version>\d+\.\d+\.\d+)\.(tgz|tar\.xz|tar\.gz)
 
 
 def _checked_sums(package: Any) -> dict[str, str]:
-    """wheels/SHA256SUMS of package `cpi`: relpath under wheels/ -> sha256 hex."""
+    """wheels/SHA256SUMS of package `cpi`: relpath under wheels/ -> sha256 hex (the build
+    has checked it against every wheel by now)."""
+    from cpi.release import checksums
+
     entry = next((e for e in package.entries if e.relpath == "wheels/SHA256SUMS"), None)
-    if entry is None:
-        return {}
-    sums = {}
-    for line in entry.path.read_text().splitlines():
-        digest, _, name = line.partition("  ")
-        if digest and name:
-            sums[name.strip()] = digest.strip()
-    return sums
+    return {} if entry is None else checksums.parse(entry.path.read_text())
 
 
 def _licenses(path: Any) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from cpi.release import sbom
+from cpi.release import checksums, sbom
 from cpi.release.builder import build_release
 from tests.release.support import HOST_PYTHON, add_fake_blobs, copy_project_release, fake_python_source, read_member
 
@@ -28,18 +28,13 @@ def built(tmp_path_factory):
     return release, first.tarball, second.tarball
 
 
-def _sums(wheels) -> dict[str, str]:
-    return {name: digest for digest, name in
-            (line.split("  ", 1) for line in (wheels / "SHA256SUMS").read_text().splitlines() if line)}
-
-
 def test_it_names_every_checked_wheel_and_the_cpython_source(built):
     release, tarball, _ = built
     document = json.loads(read_member(tarball, sbom.MEMBER))
     assert (document["bomFormat"], document["specVersion"]) == ("CycloneDX", "1.5")
     assert "timestamp" not in document.get("metadata", {})
     by_ref = {c["bom-ref"]: c for c in document["components"]}
-    sums = _sums(release / "blobs/wheels")
+    sums = checksums.parse((release / "blobs/wheels/SHA256SUMS").read_text())
     wheels = {f"wheels/{name}": digest for name, digest in sums.items() if name.endswith(".whl")}
     assert {ref for ref in by_ref if ref.startswith("wheels/")} == set(wheels)
     for ref, digest in wheels.items():
