@@ -34,11 +34,14 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cpi import logs, plan, private
+from cpi import logs, private
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.audit")
 
@@ -213,16 +216,17 @@ def _path() -> Path:
 # ---------------------------------------------------------------- writing
 
 
-def record(action: str, resource_id: Any, changes: dict[str, Any] | None = None, **extra: Any) -> None:
+def record(action: str, resource_id: Any, changes: dict[str, Any] | None = None, *, plan: Plan | None = None,
+           **extra: Any) -> None:
     """Append one line for one mutation. `changes`: {"old": ..., "new": ...} (what is not
     known is None); `extra`: more fields (resource_type, ...). Never raises.
 
-    In plan mode (cpi.plan) the line goes to the plan instead: it is what the real call
-    would have written."""
+    With `plan` (the call's, cpi.plan: a session's channel passes it) the line goes to the
+    plan instead: it is what the real call would have written."""
     changes = changes or {"old": None, "new": None}
-    if plan.active is not None:
+    if plan is not None:
         redactor = logs.active if logs.active is not None else logs.Redactor()
-        plan.active.mutation(_clean(_entry(action, resource_id, changes, dict(extra)), redactor, None))
+        plan.mutation(_clean(_entry(action, resource_id, changes, dict(extra)), redactor, None))
         return
     if _context is None or not _config.enabled:
         return

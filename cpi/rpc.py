@@ -19,6 +19,8 @@ TYPE_CHECKING = False  # not `typing`: it costs a few ms of every call
 if TYPE_CHECKING:
     from typing import Any
 
+    from cpi.plan import Plan
+
 # Start-up is on every call's path, and `info` runs before every director operation (issue
 # #12: `info` within 2x the bare interpreter's start). So this module imports nothing at
 # module level beyond the envelope's own light modules: `info` for a built-in cloud is
@@ -102,10 +104,12 @@ def _json_kind(value: Any) -> str:
     return "null"
 
 
-def handle(raw: bytes, config_path: str | None, call_log: CallLog, started_ns: int = 0) -> Any:
+def handle(raw: bytes, config_path: str | None, call_log: CallLog, started_ns: int = 0,
+           plan: Plan | None = None) -> Any:
     """Everything between the bytes read and the result; raises the cpi.errors types. A
     call served to its caller (`started_ns` given: when it started) is traced if tracing is
-    on (cpi.tracing); `cpi plan`'s, made in the operator's process, is not."""
+    on (cpi.tracing); `cpi plan`'s, made in the operator's process with its `plan`
+    (cpi.plan), is not."""
     from cpi import raw_config
 
     config_data = raw_config.read_file(config_path)
@@ -135,7 +139,7 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog, started_ns: i
 
     if request.method == "info" and not request.arguments:
         return config.info(config_data)
-    ready = opening.open_cloud(config_data, request.context)
+    ready = opening.open_cloud(config_data, request.context, plan)
     return api.dispatch(api.Call(method=request.method, api_version=api_version, opening=ready), request.arguments)
 
 

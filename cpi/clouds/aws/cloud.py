@@ -101,7 +101,7 @@ class AwsCloud(Cloud):
         if self._aws is None:
             from .session import Aws
 
-            self._aws = Aws(self.properties)
+            self._aws = Aws(self.properties, self.context.plan)
         return self._aws
 
     def _vms(self):

@@ -21,13 +21,17 @@ import threading
 from collections.abc import Callable
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cpi import backoff, bounded, plan, retry
+from cpi import backoff, bounded, retry
+from cpi.channel import Channel, Request
 from cpi.errors import CloudError
 
 from . import audited, errors
 from .props import AwsProperties
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.clouds.aws")
 
@@ -115,10 +119,11 @@ class Aws:
 
     `call(service, operation, **params)` sends one API request through cpi.retry; botocore
     exceptions come out unchanged (callers translate the codes they expect; the cloud
-    boundary translates the rest)."""
+    boundary translates the rest). `plan`: the call's (cpi.plan), which its channel keeps."""
 
-    def __init__(self, properties: AwsProperties):
+    def __init__(self, properties: AwsProperties, plan: Plan | None = None):
         self.properties = properties
+        self.channel = Channel(plan)
         self.requests: collections.Counter[str] = collections.Counter()
         self._session: Any = None  # botocore sessions (botocore is untyped)
         self._base_session: Any = None  # the session whose credentials sign (or assume the role)
@@ -327,15 +332,9 @@ class Aws:
         client = self.client(service)
         return self._send(client, service, operation, params, idempotent=idempotent, budget=budget, also=also)
 
-    def _send(self, client, service, operation, params, *, idempotent, budget, also):
+    def _send(self, client: Any, service: str, operation: str, params: dict[str, Any], *, idempotent: bool,
+              budget: float | None, also: Callable[[str], bool] | None) -> dict[str, Any]:
         method = self._method(client, service, operation)
-        if plan.active is not None:  # `cpi plan`: reads go out, mutations are only described
-            if audited.read_only(operation):
-                plan.active.read(f"{service}:{operation}", params)
-            else:
-                from . import planned
-
-                return planned.send(self, client, method, service, operation, params)
         earlier_unsure = False
 
         def send() -> dict[str, Any]:
@@ -350,9 +349,18 @@ class Aws:
                 earlier_unsure = earlier_unsure or retry.unsure(errors.classifier, exc)
                 raise
 
-        response = self.retrying(send, client, service, operation, idempotent=idempotent, budget=budget, also=also)
-        audited.after(service, operation, params, response)
-        return response
+        def withhold(plan: Plan) -> dict[str, Any]:  # `cpi plan`: a mutation is only described
+            from . import planned
+
+            return planned.send(plan, lambda dry: self.retrying(dry, client, service, operation, idempotent=True),
+                                method, service, operation, params)
+
+        return self.channel.send(
+            Request(f"{service}:{operation}", not audited.read_only(operation), params), send,
+            retrying=lambda attempt: self.retrying(attempt, client, service, operation, idempotent=idempotent,
+                                                   budget=budget, also=also),
+            withhold=withhold,
+            audit=lambda response: audited.after(service, operation, params, response, plan=None))
 
     def _method(self, client, service: str, operation: str):
         from botocore import xform_name

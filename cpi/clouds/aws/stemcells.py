@@ -252,8 +252,9 @@ class Stemcells:
                 raise CloudError(f"snapshot {snapshot_id} failed: {found[0].get('StateMessage', 'no reason given')}")
             return waits.Check(state == "completed", state)
 
-        waits.until(check, what=f"snapshot {snapshot_id} to complete", timeout=self.properties.image_wait_timeout,
-                    setting="image_wait_timeout", schedule=IMAGE_WAIT, check_first=True)
+        self.aws.channel.until(check, what=f"snapshot {snapshot_id} to complete",
+                               timeout=self.properties.image_wait_timeout,
+                               setting="image_wait_timeout", schedule=IMAGE_WAIT, check_first=True)
 
     def _wait_image(self, image_id: str) -> None:
         def check() -> waits.Check:
@@ -264,8 +265,9 @@ class Stemcells:
                 raise CloudError(f"image {image_id} is {state}: {reason}")
             return waits.Check(state == "available", state)
 
-        waits.until(check, what=f"image {image_id} to be available", timeout=self.properties.image_wait_timeout,
-                    setting="image_wait_timeout", schedule=IMAGE_WAIT, check_first=True)
+        self.aws.channel.until(check, what=f"image {image_id} to be available",
+                               timeout=self.properties.image_wait_timeout,
+                               setting="image_wait_timeout", schedule=IMAGE_WAIT, check_first=True)
 
     # ------------------------------------------------------------ delete
 

@@ -323,9 +323,9 @@ class Vms:
                 ok_to_retry=str(reason.get("Code", "")).startswith("Server."),
             )
 
-        waits.until(check, what=f"instance {vm_cid} to be running", timeout=self.properties.vm_wait_timeout,
-                    setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
-                    history=self.properties.history(f"instance running {instance_type}"))
+        self.aws.channel.until(check, what=f"instance {vm_cid} to be running", timeout=self.properties.vm_wait_timeout,
+                               setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
+                               history=self.properties.history(f"instance running {instance_type}"))
 
     def _associate_elastic_ip(self, vm_cid: str, plan: NetworkPlan, interfaces: nics.Interfaces) -> None:
         """The Elastic IP goes to the interface of the vip network's nic_group (the primary
@@ -424,9 +424,9 @@ class Vms:
                 return waits.Check(True, "terminated")
             return waits.Check(False, found["State"]["Name"])
 
-        waits.until(check, what=f"instance {vm_cid} to terminate", timeout=self.properties.vm_wait_timeout,
-                    setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
-                    history=self.properties.history("instance terminated"))
+        self.aws.channel.until(check, what=f"instance {vm_cid} to terminate", timeout=self.properties.vm_wait_timeout,
+                               setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
+                               history=self.properties.history("instance terminated"))
 
     def exists(self, vm_cid: str) -> bool:
         return lookups.instance(self.aws, vm_cid, missing_ok=True) is not None

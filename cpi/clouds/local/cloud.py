@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from cpi import plan
 from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import Cloud, DiskHint
@@ -59,7 +58,7 @@ class LocalCloud(Cloud):
         return self.session.store
 
     def before_call(self, method: str) -> None:
-        if self.properties.faults and plan.active is None:  # a plan uses up no injected fault
+        if self.properties.faults and self.context.plan is None:  # a plan uses up no injected fault
             faults.apply(self.properties.faults, method, self.store.root, self.store.lock_dir)
 
     @staticmethod

@@ -108,7 +108,7 @@ class OpenStackCloud(Cloud):
         if self._api is None:
             from .session import OpenStack
 
-            self._api = OpenStack(self.properties)
+            self._api = OpenStack(self.properties, self.context.plan)
         return self._api
 
     def _vms(self):

@@ -83,7 +83,7 @@ class VsphereCloud(Cloud):
             from . import session
 
             session.warn_unverified(self.properties)
-            self._session = session.get(self.properties)
+            self._session = session.get(self.properties, self.context.plan)
         return self._session
 
     @property
@@ -136,6 +136,7 @@ class VsphereCloud(Cloud):
 
     # -- managed networks (NSX-T's Manager API)
     def _networks(self, method: str):
+        from cpi.channel import Channel
         from cpi.errors import NotSupported
 
         from .nsxt.client import client_for
@@ -147,7 +148,7 @@ class VsphereCloud(Cloud):
         if self.properties.nsxt.use_policy_api:
             raise NotSupported(f"{method} is not supported through NSX-T's Policy API (vcenter.nsxt.use_policy_api), "
                                "as with the official CPI")
-        made = client_for(self.properties)
+        made = client_for(self.properties, Channel(self.context.plan))
         assert made is not None
         return Networks(made)
 

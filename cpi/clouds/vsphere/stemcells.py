@@ -160,8 +160,9 @@ class Stemcells:
                                      f"{errors.describe(lease.error) if lease.error else 'no reason given'}")
                 return waits.Check(state == "ready", state, state)
 
-            waits.until(ready, what=f"import lease of {stemcell_cid}", timeout=self.properties.task_timeout,
-                        schedule=LEASE_SCHEDULE, setting="task_timeout", log=log, check_first=True)
+            self.session.channel.until(ready, what=f"import lease of {stemcell_cid}",
+                                       timeout=self.properties.task_timeout,
+                                       schedule=LEASE_SCHEDULE, setting="task_timeout", log=log, check_first=True)
             info = lease.info
             vm = info.entity
             items = {item.deviceId: item for item in spec.fileItem or []}

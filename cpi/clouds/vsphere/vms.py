@@ -113,7 +113,7 @@ class Vms:
         if self.properties.nsx is not None or props.nsx is not None:  # NSX's clients load only when named
             from . import nsxv
 
-            nsxv_joining = nsxv.prepare(self.properties, props.nsx, env)
+            nsxv_joining = nsxv.prepare(self.properties, props.nsx, env, self.session.channel)
         policy = self._policy(props)
         if self.properties.ensure_no_ip_conflicts:
             ip_conflicts.check(self.session, self.place, nets)
@@ -202,7 +202,7 @@ class Vms:
             return None
         from . import nsxt
 
-        return nsxt.for_vms(self.session, self.properties)
+        return nsxt.for_vms(self.session, self.properties, self.session.channel)
 
     def _name(self, env: dict) -> str:
         """`vm-<uuid>`, or with `enable_human_readable_name` `<instance group>_<deployment>_<12
