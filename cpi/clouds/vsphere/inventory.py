@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.clouds.inventory import Offer, Resource, read_so_far
 
-from . import collector, devices, tasks
+from . import collector, tasks
 from .names import ORIGIN_KEYS, SNAPSHOTS
+from .vms import devices
 
 if TYPE_CHECKING:
-    from .place import Place
+    from .placement.place import Place
     from .session import Session
 
 

@@ -275,7 +275,7 @@ def attach(session: Session, vm: Any, vm_cid: str, props: VMCloudProperties, fou
 def _add(backing: Any, key: int) -> Any:
     from pyVmomi import vim
 
-    from . import devices
+    from .vms import devices
 
     return devices.add(vim.vm.device.VirtualPCIPassthrough(key=key, backing=backing))
 

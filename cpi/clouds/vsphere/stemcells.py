@@ -31,7 +31,7 @@ from cpi import locks, waits
 from cpi.errors import CloudError
 
 from . import collector, errors, extension, metadata, tasks, transfer
-from .place import Place, describe, pick
+from .placement.place import Place, describe, pick
 
 if TYPE_CHECKING:
     from .session import Session

@@ -29,8 +29,8 @@ from .policy import Policy
 from .vnics import address, addresses, on_nsx
 
 if TYPE_CHECKING:
-    from ..props import NsxtVmProperties
-    from ..session import Session
+    from ...props import NsxtVmProperties
+    from ...session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -187,11 +187,3 @@ def for_vms(session: Session, properties: Any) -> Nsxt | None:
     """The NSX-T manager cpi.json names; None without one."""
     made = client_for(properties)
     return Nsxt(session, made) if made is not None else None
-
-
-def refusal(properties: Any) -> str | None:
-    """Why a vm_type's `nsxt` cannot be carried out (None: it can), before anything is made."""
-    if properties.nsxt is None:
-        return ("vm_type cloud_properties 'nsxt' needs the NSX-T manager, which cpi.json does not name (`nsxt`, the "
-                "job's vcenter.nsxt.*)")
-    return None

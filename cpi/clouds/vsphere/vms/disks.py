@@ -39,15 +39,16 @@ from cpi.errors import CloudError, DiskNotAttached, DiskNotFound, NotSupported
 from cpi.errors import NotImplemented as CpiNotImplemented
 from cpi.validation import parse
 
-from . import devices, errors, records, tasks
-from .names import SNAPSHOTS
-from .patterns import compile_pattern
-from .place import Datastore, Place, describe, pick
-from .props import DiskCloudProperties
+from .. import errors, tasks
+from ..names import SNAPSHOTS
+from ..patterns import compile_pattern
+from ..placement.place import Datastore, Place, describe, pick
+from ..props import DiskCloudProperties
+from . import devices, records
 
 if TYPE_CHECKING:
-    from .session import Session
-    from .vms import Vms
+    from ..session import Session
+    from .existing import ExistingVms
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -86,7 +87,7 @@ class Found:
 
 
 class Disks:
-    def __init__(self, session: Session, place: Place, vms: Vms):
+    def __init__(self, session: Session, place: Place, vms: ExistingVms) -> None:
         self.session = session
         self.place = place
         self.properties = place.properties

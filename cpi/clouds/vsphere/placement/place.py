@@ -12,7 +12,7 @@ Which datastores match is the official CPI's rule: a vm_type's or disk_type's `d
 (names, and the datastores of the datastore clusters it names), else the global pattern and
 the datastores of the datastore clusters the global cluster pattern matches; clusters count
 only with Storage DRS on (pods.py). Both come down to one pattern, which a disk's cid
-carries (disks.py), as the official CPI's does.
+carries (vms/disks.py), as the official CPI's does.
 
 Reads come in one PropertyCollector request per question (the free space of every candidate
 datastore at once), whatever the number of datastores.
@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.errors import CloudError
 
-from . import collector, lookups, pods
-from .patterns import compile_pattern
+from .. import collector, lookups
+from ..patterns import compile_pattern
+from . import pods
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .job_config import ClusterProperties, VsphereProperties
-    from .session import Session
+    from ..job_config import ClusterProperties, VsphereProperties
+    from ..session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -170,7 +171,7 @@ class Place:
         """Delete a datastore file or directory (`[ds] path`); one that is not there is no error."""
         from pyVmomi import vim
 
-        from . import tasks
+        from .. import tasks
 
         try:
             tasks.wait(self.session, self.session.content.fileManager.DeleteDatastoreFile_Task(

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from cpi import waits
 
-from .. import collector
+from ... import collector
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ...session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
