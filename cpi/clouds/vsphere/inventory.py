@@ -134,8 +134,8 @@ class Inventory:
     def _disks(self) -> list[Resource]:
         attached: dict[str, str] = {}
         for _, values in self._vms(with_devices=True):
-            for cid in devices.persistent(list(values.get("config.hardware.device") or []), self.disk_path):
-                attached[cid] = values["name"]
+            for disk_cid in devices.persistent(list(values.get("config.hardware.device") or []), self.disk_path):
+                attached[disk_cid] = values["name"]
         found = []
         for datastore, name, size, modified in self._files(self.disk_path):
             cid = name[: -len(".vmdk")]

@@ -33,6 +33,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cpi.cids import VmCid
 from cpi.errors import VMCreationFailed
 
 from . import collector, errors, lookups, tasks
@@ -239,7 +240,7 @@ def _lacking(cluster: str, offers: list[Offer], props: VMCloudProperties) -> str
 # ---------------------------------------------------------------- the devices
 
 
-def attach(session: Session, vm: Any, vm_cid: str, props: VMCloudProperties, found: Found) -> None:
+def attach(session: Session, vm: Any, vm_cid: VmCid, props: VMCloudProperties, found: Found) -> None:
     """Give the VM its vGPUs, PCI devices and device groups (after its hardware upgrade).
     Each reconfiguration whose answer was lost is looked for on the VM before it is sent
     again (tasks.run), so none is added twice."""

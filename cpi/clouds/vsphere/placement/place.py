@@ -25,6 +25,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cpi.cids import VmCid
 from cpi.errors import CloudError
 
 from .. import collector, lookups
@@ -121,10 +122,10 @@ class Place:
         except vim.fault.DuplicateName:
             return self.folder(path, create=False)
 
-    def vm_path(self, vm_cid: str) -> str:
+    def vm_path(self, vm_cid: VmCid) -> str:
         return f"{self.config.name}/vm/{self.vm_folder_path()}/{vm_cid}"
 
-    def find_vm(self, vm_cid: str) -> Any:
+    def find_vm(self, vm_cid: VmCid) -> Any:
         """The VM `vm_cid` in the VM folder (or, with a director's subfolder, also in the
         folder above it, where VMs made before `use_sub_folder` was set live): one or two
         requests."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cpi.cids import DiskCid
+
 EPHEMERAL_FILE = "ephemeral_disk.vmdk"
 #: SCSI unit 7 is the controller's own
 CONTROLLER_UNIT = 7
@@ -31,18 +33,19 @@ def file_of(device: Any) -> str:
     return getattr(device.backing, "fileName", "") or ""
 
 
-def persistent(devices: list[Any], disk_path: str, recorded: dict[int, str] | None = None) -> dict[str, Any]:
+def persistent(devices: list[Any], disk_path: str,
+               recorded: dict[int, DiskCid] | None = None) -> dict[DiskCid, Any]:
     """The persistent disks among `devices`, by disk cid: those in disk_path, and those the
     VM's records name (`recorded`: device key → cid, records.labels), wherever vSphere has
     moved them since (Storage vMotion moves them into the VM's folder)."""
     marker = f"] {disk_path.strip('/')}/"
-    found = {}
+    found: dict[DiskCid, Any] = {}
     for disk in disks(devices):
         name = file_of(disk)
         if recorded and disk.key in recorded:
             found[recorded[disk.key]] = disk
         elif marker in name and name.endswith(".vmdk"):
-            found[name.rsplit("/", 1)[-1][: -len(".vmdk")]] = disk
+            found[DiskCid(name.rsplit("/", 1)[-1][: -len(".vmdk")])] = disk
     return found
 
 

@@ -57,7 +57,8 @@ class ParsedDiskCid:
     """A director's disk cid (cpi.cids.DiskCid) read apart: the file's name, and the
     datastore pattern the official CPI encodes after a dot."""
 
-    value: str
+    #: the file's name: the disk's cid as the vCenter and the VMs' records know it
+    value: DiskCid
     target_pattern: str | None
 
     @classmethod
@@ -70,7 +71,7 @@ class ParsedDiskCid:
                     "target_datastore_pattern")
             except (binascii.Error, ValueError, AttributeError):
                 log.warning("disk cid %s: its suffix is not the official CPI's metadata; ignored", raw)
-        return cls(value, pattern if isinstance(pattern, str) else None)
+        return cls(DiskCid(value), pattern if isinstance(pattern, str) else None)
 
     @staticmethod
     def encode(value: str, pattern: str) -> str:
@@ -243,7 +244,7 @@ class Disks:
             self._record(vm, vm_cid, attached, cid.value)
             return self._hint(vm, attached)
 
-    def _record(self, vm: Any, vm_cid: VmCid, disk: Any, value: str) -> None:
+    def _record(self, vm: Any, vm_cid: VmCid, disk: Any, value: DiskCid) -> None:
         """Record the attached disk in the VM's vApp properties as the official CPI does
         (records.py), unless it is recorded already: a second request, as there, since the
         device's key is vSphere's to give. A record of that key naming another disk (a key

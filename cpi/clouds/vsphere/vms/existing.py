@@ -15,7 +15,7 @@ from .. import tasks
 from . import devices, records
 
 if TYPE_CHECKING:
-    from cpi.cids import VmCid
+    from cpi.cids import DiskCid, VmCid
 
     from ..placement.place import Place
     from ..session import Session
@@ -43,7 +43,7 @@ class ExistingVms:
         return locks.locked(self.properties.lock_directory(), f"vsphere-vm {vm_cid}",
                             timeout=self.properties.task_timeout)
 
-    def persistent(self, vm: Any) -> tuple[dict[str, Any], dict[int, Any]]:
+    def persistent(self, vm: Any) -> tuple[dict[DiskCid, Any], dict[int, Any]]:
         """The VM's persistent disks by cid, as the official CPI tells them (in disk_path, or
         named by the VM's records: devices.persistent), and those records (records.of)."""
         recorded = records.of(vm)
@@ -51,7 +51,7 @@ class ExistingVms:
                                    records.labels(recorded))
         return found, recorded
 
-    def detach(self, vm: Any, vm_cid: VmCid, disks: dict[str, Any], recorded: dict[int, Any]) -> None:
+    def detach(self, vm: Any, vm_cid: VmCid, disks: dict[DiskCid, Any], recorded: dict[int, Any]) -> None:
         """Detach `disks` (cid → device) in one reconfiguration that also removes their
         records (records.py), so that no record outlives its disk's attachment to name a
         device key vSphere gives again; then a disk vSphere has moved since it was recorded
@@ -69,7 +69,7 @@ class ExistingVms:
             if destination is not None:
                 self._move_back(cid, devices.file_of(disks[cid]), destination)
 
-    def _move_back(self, cid: str, source: str, destination: str) -> None:
+    def _move_back(self, cid: DiskCid, source: str, destination: str) -> None:
         from pyVmomi import vim
 
         manager = self.session.content.virtualDiskManager

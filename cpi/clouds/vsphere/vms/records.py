@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cpi.cids import DiskCid
+
 CATEGORY = "BOSH Persistent Disks"
 DESCRIPTION = "Used by BOSH to track persistent disks. Change at your own risk."
 
@@ -24,19 +26,19 @@ def of(vm: Any) -> dict[int, Any]:
     return {p.key: p for p in (config.property if config is not None else None) or [] if p.category == CATEGORY}
 
 
-def labels(recorded: dict[int, Any]) -> dict[int, str]:
+def labels(recorded: dict[int, Any]) -> dict[int, DiskCid]:
     """Device key → the disk cid its record names."""
     return {key: record.label for key, record in recorded.items() if record.label}
 
 
-def _info(key: int, cid: str, path: str) -> Any:
+def _info(key: int, cid: DiskCid, path: str) -> Any:
     from pyVmomi import vim
 
     return vim.vApp.PropertyInfo(key=key, id=cid, label=cid, category=CATEGORY, type="string", value=path,
                                  description=DESCRIPTION, userConfigurable=True)
 
 
-def record(key: int, cid: str, path: str, replacing: bool = False) -> Any:
+def record(key: int, cid: DiskCid, path: str, replacing: bool = False) -> Any:
     """The vAppConfig that records disk `cid` at `path` as device `key` (`replacing`: the VM
     has a record of that key already, of another disk: a key vSphere gave again)."""
     from pyVmomi import vim

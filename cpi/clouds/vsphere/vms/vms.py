@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from cpi.cids import AgentId, StemcellCid, VmCid
+from cpi.cids import AgentId, DiskCid, StemcellCid, VmCid
 from cpi.errors import BoshError, VMCreationFailed
 from cpi.models import Network, VMResources
 
@@ -196,7 +196,7 @@ class Vms(ExistingVms):
         if manager is not None:  # the VM's NSX ports carry them too, for NSX's firewall rules
             manager.tag(vm, vm_cid, values)
 
-    def disks(self, vm_cid: VmCid) -> list[str]:
+    def disks(self, vm_cid: VmCid) -> list[DiskCid]:
         return sorted(self.persistent(self.require(vm_cid))[0])
 
     @staticmethod
