@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cpi import agent_env
 from cpi.errors import VMCreationFailed
-from cpi.models import Network
+from cpi.models import AgentConfig, Network
 
 from .. import passthrough, tasks, transfer
 from ..placement import drs
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("cpi.clouds.vsphere")
 
 
-def finish(session: Session, place: Place, agent: Any, vm: Any, spec: VmSpec, placement: Placement) -> dict[str, Any]:
+def finish(session: Session, place: Place, agent: AgentConfig, vm: Any, spec: VmSpec,
+           placement: Placement) -> dict[str, Any]:
     """The clone's agent settings, DRS rules, hardware, passthrough devices and power: what
     follows the clone. The networks as create_vm answers them (each with its NIC's MAC)."""
     from pyVmomi import vim

@@ -33,6 +33,8 @@ from .finish import finish
 from .spec import VmSpec
 
 if TYPE_CHECKING:
+    from cpi.models import AgentConfig, CallContext
+
     from ..nsx import nsxt
     from ..placement.place import Datastore, Place
     from ..props import VMCloudProperties
@@ -42,7 +44,7 @@ log = logging.getLogger("cpi.clouds.vsphere")
 
 
 class Vms(ExistingVms):
-    def __init__(self, session: Session, place: Place, agent: Any, context: Any) -> None:
+    def __init__(self, session: Session, place: Place, agent: AgentConfig, context: CallContext) -> None:
         super().__init__(session, place)
         self.agent = agent
         self.context = context
