@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cpi.errors import VMCreationFailed
 
@@ -16,6 +16,8 @@ from . import ip_conflicts, pbm
 from .place import HEADROOM_MIB, Datastore, describe, pick
 
 if TYPE_CHECKING:
+    from pyVmomi import vim
+
     from cpi.models import Network
 
     from ..job_config import ClusterProperties
@@ -29,16 +31,16 @@ class Placement:
     cluster_name: str
     #: the cluster's settings (resource pool, host group, DRS rules), cpi.json's or the vm_type's
     settings: ClusterProperties
-    #: the resource pool (vim.ResourcePool) the VM goes in; its owner is the cluster
-    pool: Any
+    #: the resource pool the VM goes in; its owner is the cluster
+    pool: vim.ResourcePool
     datastore: Datastore
     policy: pbm.Policy | None
     #: what the cluster's hosts offer of the vm_type's passthrough devices, when it asks any
     offered: passthrough.Found | None
 
     @property
-    def cluster(self) -> Any:
-        """The cluster (vim.ClusterComputeResource) the resource pool belongs to."""
+    def cluster(self) -> vim.ComputeResource:
+        """The cluster the resource pool belongs to."""
         return self.pool.owner
 
 

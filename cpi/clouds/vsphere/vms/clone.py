@@ -14,6 +14,8 @@ from .. import collector, extension, lookups
 from . import devices
 
 if TYPE_CHECKING:
+    from pyVmomi import vim
+
     from ..placement.choose import Placement
     from ..placement.place import Place
     from ..session import Session
@@ -85,7 +87,7 @@ def clone_spec(session: Session, place: Place, spec: VmSpec, placement: Placemen
     return clone
 
 
-def _host_mhz(session: Session, cluster: Any) -> int:
+def _host_mhz(session: Session, cluster: vim.ComputeResource) -> int:
     """The clock of the fastest connected host of the cluster (cpu_reserve_full_mhz)."""
     from pyVmomi import vim
 
