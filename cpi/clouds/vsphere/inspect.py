@@ -29,7 +29,7 @@ from . import lookups, passthrough
 from .job_config import ClusterProperties
 from .nsx import nsxt, nsxt_refusal, nsxv
 from .placement import pbm, pods
-from .props import NsxtLoadBalancer, NsxtVmProperties, VMCloudProperties
+from .props import PASSTHROUGH_KEYS, NsxtLoadBalancer, NsxtVmProperties, VMCloudProperties
 
 if TYPE_CHECKING:
     from typing import Protocol
@@ -138,8 +138,8 @@ def _passthrough(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
     against the hosts of its clusters as create_vm would (one request per cluster, one for
     their hosts)."""
     findings = []
-    for item, props in _asking(items, passthrough.KEYS):
-        if not passthrough.asked(props):
+    for item, props in _asking(items, PASSTHROUGH_KEYS):
+        if not props.asks_passthrough:
             continue
         try:
             placements = cloud.place.clusters(props.datacenters[0].clusters if props.datacenters else None)

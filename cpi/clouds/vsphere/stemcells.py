@@ -24,7 +24,6 @@ import os
 import tarfile
 import tempfile
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cpi import locks, waits
@@ -32,7 +31,9 @@ from cpi.cids import StemcellCid
 from cpi.errors import CloudError
 
 from . import collector, errors, extension, metadata, tasks, transfer
-from .placement.place import Place, describe, pick
+from .placement.datastores import describe, pick
+from .placement.place import Place
+from .templates import Template
 
 if TYPE_CHECKING:
     from .session import Session
@@ -41,16 +42,6 @@ log = logging.getLogger("cpi.clouds.vsphere")
 
 SNAPSHOT_NAME = "bosh-linked-clone"
 LEASE_SCHEDULE = waits.Schedule(first=0.1, factor=1.5, cap=2.0)
-
-
-@dataclass(frozen=True)
-class Template:
-    """A VM of the template folder: a stemcell or one of its copies."""
-
-    name: str
-    ref: Any
-    datastores: tuple[str, ...]  # managed object ids of its datastores
-    snapshot: Any  # its current snapshot, None when it has none
 
 
 def replica_name(stemcell_cid: StemcellCid, datastore_name: str) -> str:

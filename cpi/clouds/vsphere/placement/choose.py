@@ -1,47 +1,27 @@
 """Where create_vm puts a VM, decided before the clone: its storage policy, the check that
 its IP addresses are free, its cluster, resource pool and datastore, and the passthrough
-devices its hosts offer. One typed object (Placement), as the official CPI's placement
-pipeline hands on its choice."""
+devices its hosts offer, handed on as one typed object (chosen.Placement), as the official
+CPI's placement pipeline hands on its choice."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cpi.errors import VMCreationFailed
 
 from .. import lookups, passthrough
 from . import ip_conflicts, pbm
-from .place import HEADROOM_MIB, Datastore, describe, pick
+from .chosen import Placement
+from .datastores import HEADROOM_MIB, describe, pick
 
 if TYPE_CHECKING:
-    from pyVmomi import vim
-
     from cpi.models import Network
 
     from ..job_config import ClusterProperties
     from ..props import VMCloudProperties
     from ..session import Session
     from .place import Place
-
-
-@dataclass(frozen=True)
-class Placement:
-    cluster_name: str
-    #: the cluster's settings (resource pool, host group, DRS rules), cpi.json's or the vm_type's
-    settings: ClusterProperties
-    #: the resource pool the VM goes in; its owner is the cluster
-    pool: vim.ResourcePool
-    datastore: Datastore
-    policy: pbm.Policy | None
-    #: what the cluster's hosts offer of the vm_type's passthrough devices, when it asks any
-    offered: passthrough.Found | None
-
-    @property
-    def cluster(self) -> vim.ComputeResource:
-        """The cluster the resource pool belongs to."""
-        return self.pool.owner
 
 
 def choose(session: Session, place: Place, props: VMCloudProperties, nets: dict[str, Network],
@@ -54,7 +34,7 @@ def choose(session: Session, place: Place, props: VMCloudProperties, nets: dict[
         ip_conflicts.check(session, place.datacenter, nets)
     placements = place.clusters(props.datacenters[0].clusters if props.datacenters else None)
     offered = None
-    if passthrough.asked(props):
+    if props.asks_passthrough:
         offered = passthrough.check(session, place.config.name, [name for name, _ in placements], props)
         placements = [placement for placement in placements if placement[0] in offered.clusters]
     return _with_room(session, place, placements, props, policy, offered, need_mib)

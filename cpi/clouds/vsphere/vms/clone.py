@@ -16,10 +16,10 @@ from . import devices
 if TYPE_CHECKING:
     from pyVmomi import vim
 
-    from ..placement.choose import Placement
+    from ..placement.chosen import Placement
     from ..placement.place import Place
     from ..session import Session
-    from ..stemcells import Template
+    from ..templates import Template
     from .spec import VmSpec
 
 

@@ -42,7 +42,8 @@ from cpi.validation import parse
 from .. import errors, tasks
 from ..names import SNAPSHOTS
 from ..patterns import compile_pattern
-from ..placement.place import Datastore, Place, describe, pick
+from ..placement.datastores import Datastore, describe, pick
+from ..placement.place import Place
 from ..props import DiskCloudProperties
 from . import devices, records
 

@@ -21,8 +21,9 @@ from . import devices
 if TYPE_CHECKING:
     from cpi.cids import VmCid
 
-    from ..placement.choose import Placement
-    from ..placement.place import Datastore, Place
+    from ..placement.chosen import Placement
+    from ..placement.datastores import Datastore
+    from ..placement.place import Place
     from ..props import VMCloudProperties
     from ..session import Session
     from .spec import VmSpec
@@ -92,7 +93,7 @@ def _hardware(session: Session, place: Place, vm: Any, vm_cid: VmCid, props: VMC
 
     properties = place.properties
     newest = properties.upgrade_hw_version if props.upgrade_hw_version is None else props.upgrade_hw_version
-    newest = newest or passthrough.asked(props)
+    newest = newest or props.asks_passthrough
     wanted = None if newest else f"vmx-{properties.default_hw_version}"
     if wanted is not None:
         current = str(vm.config.version or "")

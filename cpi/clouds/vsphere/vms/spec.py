@@ -16,7 +16,6 @@ from cpi.cids import AgentId, StemcellCid, VmCid
 from cpi.errors import VMCreationFailed
 from cpi.validation import parse
 
-from .. import passthrough
 from ..names import ORIGIN_KEYS
 from ..nsx import nsxt_refusal
 from ..props import NetworkCloudProperties, VMCloudProperties
@@ -98,7 +97,7 @@ def _name(properties: VsphereProperties, env: dict[str, Any]) -> VmCid:
 
 
 def _reserve_all_memory(properties: VsphereProperties, props: VMCloudProperties) -> bool:
-    if passthrough.asked(props):
+    if props.asks_passthrough:
         return True  # vSphere requires it of a VM with passthrough devices
     if props.memory_reservation_locked_to_max is not None:
         return props.memory_reservation_locked_to_max

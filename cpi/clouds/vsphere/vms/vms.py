@@ -26,7 +26,8 @@ from cpi.models import Network, VMResources
 from .. import errors, metadata, tasks
 from ..placement import drs
 from ..placement.choose import choose
-from ..stemcells import StemcellMissing, Stemcells, Template
+from ..stemcells import StemcellMissing, Stemcells
+from ..templates import Template
 from . import clone, devices
 from .existing import ExistingVms
 from .finish import finish
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
     from cpi.models import AgentConfig, CallContext
 
     from ..nsx import nsxt
-    from ..placement.place import Datastore, Place
+    from ..placement.datastores import Datastore
+    from ..placement.place import Place
     from ..props import VMCloudProperties
     from ..session import Session
 
