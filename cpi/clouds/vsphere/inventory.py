@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from cpi.clouds.inventory import Offer, Resource, read_so_far
 
 from . import collector, tasks
+from .collector import Kind
 from .names import ORIGIN_KEYS, SNAPSHOTS
 from .vms import devices
 
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     from .session import Session
 
 
-def _collect(session: Session, root: Any, kind: type, paths: list[str]) -> list[tuple[Any, dict[str, Any]]]:
-    found = []
+def _collect(session: Session, root: Any, kind: type[Kind], paths: list[str]) -> list[tuple[Kind, dict[str, Any]]]:
+    found: list[tuple[Kind, dict[str, Any]]] = []
     for item in collector.below(session, root, kind, paths):
         found.append(item)
         read_so_far(kind.__name__.rsplit(".", 1)[-1], len(found))

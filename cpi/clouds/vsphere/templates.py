@@ -5,7 +5,10 @@ takes it from here so that it needs none of the stemcell calls."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyVmomi import vim
 
 
 @dataclass(frozen=True)
@@ -15,4 +18,4 @@ class Template:
     name: str
     ref: Any
     datastores: tuple[str, ...]  # managed object ids of its datastores
-    snapshot: Any  # its current snapshot, None when it has none
+    snapshot: vim.vm.Snapshot | None  # its current snapshot

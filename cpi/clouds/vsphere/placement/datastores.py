@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyVmomi import vim
 
 #: what a datastore must keep free after a disk is put on it (MiB), as the official CPI
 HEADROOM_MIB = 1024
@@ -24,7 +27,7 @@ MIB = 1 << 20
 @dataclass(frozen=True)
 class Datastore:
     name: str
-    ref: Any
+    ref: vim.Datastore
     free_mib: int
     capacity_mib: int
     usable: bool  # accessible, and not entering or in maintenance mode

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from cpi.errors import VMCreationFailed
 
 if TYPE_CHECKING:
+    from pyVmomi import vim
+
     from ..session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
@@ -35,7 +37,7 @@ class Policy:
     #: the managed object ids of the datastores the placement solver finds compatible
     datastores: frozenset[str]
 
-    def spec(self) -> Any:
+    def spec(self) -> vim.vm.DefinedProfileSpec:
         """The profile spec a VM or a disk is given the policy with."""
         from pyVmomi import vim
 
