@@ -70,7 +70,8 @@ class VsphereCloud(Cloud):
     def preload(cls) -> None:
         from pyVmomi import vim, vmodl  # noqa: F401 - the SDK's types, ahead of the forked workers
 
-        from . import disks, stemcells, vms  # noqa: F401
+        from . import stemcells  # noqa: F401
+        from .vms import disks, vms  # noqa: F401
 
     def __init__(self, properties, agent, context):
         super().__init__(properties, agent, context)
@@ -89,18 +90,18 @@ class VsphereCloud(Cloud):
     @property
     def place(self):
         if self._place is None:
-            from .place import Place
+            from .placement.place import Place
 
             self._place = Place(self.session, self.properties, self.context.director_uuid)
         return self._place
 
     def _vms(self):
-        from .vms import Vms
+        from .vms.vms import Vms
 
         return Vms(self.session, self.place, self.agent, self.context)
 
     def _disks(self):
-        from .disks import Disks
+        from .vms.disks import Disks
 
         return Disks(self.session, self.place, self._vms())
 
@@ -139,8 +140,8 @@ class VsphereCloud(Cloud):
         from cpi.channel import Channel
         from cpi.errors import NotSupported
 
-        from .nsxt.client import client_for
-        from .nsxt.networks import Networks
+        from .nsx.nsxt.client import client_for
+        from .nsx.nsxt.networks import Networks
 
         if self.properties.nsxt is None:
             raise CloudError(f"{method} makes networks through NSX-T's Manager API: cpi.json names no NSX-T manager "
@@ -196,7 +197,7 @@ class VsphereCloud(Cloud):
         self._vms().set_metadata(vm_cid, metadata)
 
     def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
-        from .vms import Vms
+        from .vms.vms import Vms
 
         return Vms.calculate_cloud_properties(resources)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cpi import waits
+from cpi.cids import VmCid
 
 if TYPE_CHECKING:
     from cpi.channel import Channel
@@ -33,7 +34,7 @@ def discovered(look: Callable[[], waits.Check[T]], *, what: str, wait: float, ch
     return channel.until(look, what=what, timeout=wait, schedule=DISCOVERY_SCHEDULE, log=log)
 
 
-def is_mine(member: dict[str, Any], vm_cid: str, addresses: Callable[[], set[str]]) -> bool:
+def is_mine(member: dict[str, Any], vm_cid: VmCid, addresses: Callable[[], set[str]]) -> bool:
     """Whether a pool member is the VM's: named after it (as this CPI and the official one
     name them), or unnamed (as older official CPIs added them) at one of its `addresses()`
     (asked only for an unnamed member)."""
