@@ -1,4 +1,4 @@
-"""Plan mode at the vSphere stub (cpi/clouds/vsphere/planned.py), in process against the
+"""Plan mode at the vSphere stub (cpi/clouds/vsphere/vcenter/planned.py), in process against the
 simulator: the fail-safe rule itself, which the planned CPI calls (tests/operator/test_plan.py)
 cannot show, as the cloud sends no method the tables do not know. A method that is neither
 in audited.READS nor described by audited.describe is still withheld and listed; a read goes
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from cpi import plan
-from cpi.clouds.vsphere import audited, session
+from cpi.clouds.vsphere.vcenter import audited, session
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_a_method_not_known_to_read_is_withheld_and_listed(properties, si, plann
         # a clone is made up, its task noted, not waited for; reading the clone ends the plan
         task = mine.CloneVM_Task(folder=mine.parent, name="cpi-test-never", spec=vim.vm.CloneSpec())
         assert "planned" in task._moId
-        from cpi.clouds.vsphere import tasks
+        from cpi.clouds.vsphere.vcenter import tasks
 
         made = tasks.wait(session.get(properties, planning), task, "clone")
         assert "planned" in made._moId and planning.steps[-1]["step"] == "wait"

@@ -312,7 +312,8 @@ def test_a_write_the_nsx_checks_asked_for_is_withheld_and_fails_the_check():
     import pytest
 
     from cpi.channel import Channel
-    from cpi.clouds.vsphere import inspect, rest
+    from cpi.clouds.vsphere import inspect
+    from cpi.clouds.vsphere.vcenter import rest
     from cpi.errors import CpiError
 
     call = Channel()  # a real call's: the checks' own channel withholds the write

@@ -29,7 +29,7 @@ from .props import DiskCloudProperties, ManagedNetworkCloudProperties, NetworkCl
 
 class VsphereCloud(Cloud):
     name = "vsphere"
-    can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted (planned.py)
+    can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted (vcenter/planned.py)
     stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["vsphere"]
     Properties = VsphereProperties
     context_overrides = CONTEXT_OVERRIDES
@@ -81,7 +81,7 @@ class VsphereCloud(Cloud):
     @property
     def session(self):
         if self._session is None:
-            from . import session
+            from .vcenter import session
 
             session.warn_unverified(self.properties)
             self._session = session.get(self.properties, self.context.plan)

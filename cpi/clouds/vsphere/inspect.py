@@ -11,7 +11,7 @@ before the clone: `nsxt`'s groups and server pools through the NSX-T manager of 
 `nsxt` (nsxt.Nsxt.prepare: the API(s) it chooses, migration mode's leniency included), and
 `nsx.lbs`' edges and pools through the NSX-V manager of cpi.json's `nsx` (nsxv.prepare;
 security groups need none: create_vm makes them). Those lookups run as under `cpi plan`, so
-that rest.py sends their reads and would withhold any write."""
+that vcenter/rest.py sends their reads and would withhold any write."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from .job_config import VsphereProperties
     from .placement.place import Place
-    from .session import Session
+    from .vcenter.session import Session
 
     class VsphereCloud(Protocol):
         """What the checks read of the cloud that calls them (cloud.VsphereCloud), named
@@ -215,7 +215,7 @@ def _refused(path: str, look: Callable[[], object]) -> list[Finding]:
 @contextmanager
 def _reads_only(channel: Channel) -> Iterator[Channel]:
     """A channel (cpi.channel) for the NSX lookups that runs them as under `cpi plan`
-    (cpi.plan): rest.py sends their reads and withholds any write, which the plan then lists.
+    (cpi.plan): vcenter/rest.py sends their reads and withholds any write, which the plan then lists.
     They ask none; should one ever be asked, it was not sent, and the check fails naming it.
     `channel` is the call's: one already planned withholds the writes itself."""
     if channel.plan is not None:

@@ -30,13 +30,14 @@ from cpi import locks, waits
 from cpi.cids import StemcellCid
 from cpi.errors import CloudError
 
-from . import collector, errors, extension, metadata, tasks, transfer
+from . import collector, errors, extension, metadata
 from .placement.datastores import describe, pick
 from .placement.place import Place
 from .templates import Template
+from .vcenter import tasks, transfer
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-import xml.etree.ElementTree as ET  # nosec B405  # the reason is in vsphere/session.py
+import xml.etree.ElementTree as ET  # nosec B405  # the reason is in vsphere/vcenter/session.py
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.errors import CloudError, VMCreationFailed
 
-from .. import rest
-from ..session import tls_context, verified
+from ..vcenter import rest
+from ..vcenter.session import tls_context, verified
 
 if TYPE_CHECKING:
     from cpi.channel import Channel

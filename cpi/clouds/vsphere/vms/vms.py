@@ -23,11 +23,12 @@ from cpi.cids import AgentId, DiskCid, StemcellCid, VmCid
 from cpi.errors import BoshError, VMCreationFailed
 from cpi.models import Network, VMResources
 
-from .. import errors, metadata, tasks
+from .. import errors, metadata
 from ..placement import drs
 from ..placement.choose import choose
 from ..stemcells import StemcellMissing, Stemcells
 from ..templates import Template
+from ..vcenter import tasks
 from . import clone, devices
 from .existing import ExistingVms
 from .finish import finish
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from ..placement.datastores import Datastore
     from ..placement.place import Place
     from ..props import VMCloudProperties
-    from ..session import Session
+    from ..vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from cpi.channel import Channel
 
     from ...props import NsxtVmProperties
-    from ...session import Session
+    from ...vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

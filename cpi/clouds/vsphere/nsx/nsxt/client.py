@@ -1,7 +1,7 @@
 """One NSX-T manager over HTTPS, as the client of both its APIs (the Manager API under
 /api/v1, the Policy API under /policy/api/v1): its authentication, TLS and JSON documents;
 the wire's rules (retries within the call's budget, `cpi plan`, the audit trail) are
-rest.py's.
+vcenter/rest.py's.
 
 NSX refuses a write with 409 or 412 when the object changed since it was read (another
 writer came first): `Client.changed` reads, edits and writes again until it is not."""
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.errors import CloudError
 
-from ... import rest
-from ...session import tls_context, verified
+from ...vcenter import rest
+from ...vcenter.session import tls_context, verified
 
 if TYPE_CHECKING:
     from cpi.channel import Channel

@@ -14,7 +14,7 @@ from cpi.cids import VmCid
 from ... import collector
 
 if TYPE_CHECKING:
-    from ...session import Session
+    from ...vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

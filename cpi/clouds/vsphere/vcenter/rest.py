@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from cpi import retry
 from cpi.channel import Channel, Request
 
-from . import audited, errors
+from .. import errors
+from . import audited
 from .session import _Connection, split_address
 
 if TYPE_CHECKING:

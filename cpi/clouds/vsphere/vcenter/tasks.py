@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any
 from cpi import waits
 from cpi.errors import CloudError
 
-from . import errors
+from .. import errors
 
 if TYPE_CHECKING:
     from typing import Protocol
 
     from cpi.channel import Channel
 
-    from .job_config import VsphereProperties
+    from ..job_config import VsphereProperties
 
     class Session(Protocol):
         """What a wait reads of session.Session, named here rather than imported: the

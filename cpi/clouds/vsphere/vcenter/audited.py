@@ -46,7 +46,7 @@ READS = frozenset({
     "CreateImportSpec", "ParseDescriptor", "ValidateHost",
     "QueryConfigOption", "QueryConfigOptionDescriptor", "QueryConfigTarget", "QueryTargetCapabilities",
     "FindExtension", "RetrieveVendorDeviceGroupInfo",
-    # the storage policy service (pbm.py)
+    # the storage policy service (placement/pbm.py)
     "PbmRetrieveServiceContent", "PbmQueryProfile", "PbmRetrieveContent", "PbmCheckRequirements",
     "PbmQueryAssociatedProfile",
 })
@@ -105,7 +105,7 @@ def _config(spec: Any) -> dict[str, Any]:
 
 def _vapp(config: Any) -> list[str] | None:
     """A vApp config's property changes as words: `add 2001 disk-1` (the disk records of
-    records.py), `remove 2001`."""
+    vms/records.py), `remove 2001`."""
     changes = [f"{p.operation} {p.info.key} {p.info.label}" if p.info is not None else f"{p.operation} {p.removeKey}"
                for p in getattr(config, "property", None) or []]
     return changes or None
@@ -277,7 +277,7 @@ def _nsxv(method: str, path: str, body: bytes | None, request: str, plan: Plan |
 
 def _xml_texts(body: bytes | None, path: str) -> list[str]:
     """The texts at `path` of a document this CPI wrote itself (so trusted); [] when unreadable."""
-    import xml.etree.ElementTree as ET  # nosec B405  # the reason is in vsphere/session.py
+    import xml.etree.ElementTree as ET  # nosec B405  # the reason is in vsphere/vcenter/session.py
 
     try:
         return [found.text or "" for found in ET.fromstring(body or b"").findall(path)]  # nosec B314  # as above

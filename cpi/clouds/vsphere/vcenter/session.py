@@ -46,12 +46,13 @@ from cpi import bounded, retry
 from cpi.channel import Channel, Request
 from cpi.errors import CloudError
 
-from . import audited, errors
+from .. import errors
+from . import audited
 
 if TYPE_CHECKING:
     from cpi.plan import Plan
 
-    from .job_config import VsphereProperties
+    from ..job_config import VsphereProperties
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -276,7 +277,7 @@ def _make_stub_class():
                                     session.address, session.user, errors.describe(exc))
                     session.stub.cookie = ""  # the vCenter said the session is gone: a new login starts without it
                     session.login()
-                    self.cookie = session.cookie  # the storage policy stub (pbm.py) shares the vim25 login
+                    self.cookie = session.cookie  # the storage policy stub (placement/pbm.py) shares the vim25 login
 
             def retrying(sending: Callable[[], Any]) -> Any:
                 try:
@@ -314,7 +315,7 @@ def _stub_class():
 
 def _supported_versions(document: bytes) -> set[str]:
     """The vim25 API versions a vimServiceVersions.xml lists (the current and prior ones)."""
-    # bandit B405/B314 waived (here, in audited.py and nsxv.py): the answers of the operator's vCenter and NSX
+    # bandit B405/B314 waived (here, in audited.py and nsx/nsxv.py): the answers of the operator's vCenter and NSX
     # Manager, bounded at 64 MiB (cpi.bounded), parsed by CPython 3.11's expat, which limits entity
     # amplification (expat >= 2.4) and which ElementTree never lets fetch an external entity;
     # pyVmomi parses the same vCenter's SOAP with the same expat.

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, BinaryIO
 from cpi import retry
 from cpi.channel import Request
 
-from . import audited, errors
+from .. import errors
+from . import audited
 
 if TYPE_CHECKING:
     from cpi.plan import Plan
