@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cpi import backoff, bounded, retry
 from cpi.channel import Channel, Request
@@ -32,6 +32,8 @@ from .props import AwsProperties
 
 if TYPE_CHECKING:
     from cpi.plan import Plan
+
+T = TypeVar("T")
 
 log = logging.getLogger("cpi.clouds.aws")
 
@@ -54,7 +56,7 @@ def _slim_ec2_model() -> dict | None:
 
 
 @lru_cache(maxsize=2)
-def _loader(slim: bool):
+def _loader(slim: bool) -> Any:  # botocore is untyped: its objects are Any here
     """A botocore Loader that knows only the services this CPI uses (botocore otherwise
     lists ~440 data directories) and, when `slim`, serves the slim EC2 model. One per
     process, shared by its sessions: what it has read stays read (in a warm helper's
@@ -62,17 +64,17 @@ def _loader(slim: bool):
     import botocore.loaders
 
     class CpiLoader(botocore.loaders.Loader):
-        def list_available_services(self, type_name):
+        def list_available_services(self, type_name: str) -> list[str]:
             return list(SERVICES)
 
-        def load_service_model(self, service_name, type_name, api_version=None):
+        def load_service_model(self, service_name: str, type_name: str, api_version: str | None = None) -> Any:
             if slim and service_name == "ec2" and type_name == "service-2":
                 model = _slim_ec2_model()
                 if model is not None:
                     return model
             return super().load_service_model(service_name, type_name, api_version)
 
-        def load_data_with_path(self, name):
+        def load_data_with_path(self, name: str) -> Any:
             if slim and name == "endpoints":
                 # Only botocore's legacy resolver reads this 1.2 MB table; URLs and signing
                 # scopes come from each service's endpoint rule set. Answering with an empty
@@ -100,7 +102,7 @@ def preload() -> None:
                           config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
 
 
-def _fixed_provider(credentials):
+def _fixed_provider(credentials: Any) -> Any:
     """A botocore credential provider that always answers `credentials`."""
     from botocore.credentials import CredentialProvider
 
@@ -108,7 +110,7 @@ def _fixed_provider(credentials):
         METHOD = getattr(credentials, "method", None) or "cpi"
         CANONICAL_NAME = "cpi"
 
-        def load(self):
+        def load(self) -> Any:
             return credentials
 
     return Fixed()
@@ -133,13 +135,13 @@ class Aws:
 
     # ------------------------------------------------------------ clients
 
-    def _botocore_session(self):
+    def _botocore_session(self) -> Any:
         if self._session is None:
             self._session = self._new_session(self._credentials())
             self._base_session = self._base_session or self._session
         return self._session
 
-    def _new_session(self, credentials=None):
+    def _new_session(self, credentials: Any = None) -> Any:
         """A botocore session with this CPI's loader and request counter; `credentials`,
         when given, is the only credential source it consults."""
         import botocore.session
@@ -164,7 +166,7 @@ class Aws:
             with self._lock:
                 self.requests[parts[2]] += 1
 
-    def _config(self):
+    def _config(self) -> Any:
         from botocore.config import Config
 
         return Config(
@@ -177,13 +179,13 @@ class Aws:
             use_dualstack_endpoint=self.properties.dualstack or None,
         )
 
-    def client(self, service: str):
+    def client(self, service: str) -> Any:
         with self._lock:
             if service not in self._clients:
                 self._clients[service] = self._make_client(service)
             return self._clients[service]
 
-    def _make_client(self, service: str, session=None):
+    def _make_client(self, service: str, session: Any = None) -> Any:
         endpoint = getattr(self.properties, ENDPOINT_SETTINGS[service])
         return (session or self._botocore_session()).create_client(
             service,
@@ -217,7 +219,7 @@ class Aws:
             replace_file(path, pem)
         return str(path)
 
-    def _full_model_client(self, service: str):
+    def _full_model_client(self, service: str) -> Any:
         """A client on botocore's full model, for an operation the slim one lacks (a gap in
         slim.OPERATIONS: logged so it gets fixed, but never fatal)."""
         import botocore.session
@@ -235,7 +237,7 @@ class Aws:
 
     # ------------------------------------------------------------ credentials
 
-    def _credentials(self):
+    def _credentials(self) -> Any:
         """The credentials object every client signs with, or None for botocore's own
         chain (env_or_profile without a role)."""
         p = self.properties
@@ -253,7 +255,7 @@ class Aws:
             return self._assumed_role(base)
         return base
 
-    def _assumed_role(self, base):
+    def _assumed_role(self, base: Any) -> Any:
         """Refreshable AssumeRole credentials, fetched on first use: nothing is asked of STS
         until the first request is signed (and never for `info`)."""
         from botocore.credentials import DeferredRefreshableCredentials
@@ -362,7 +364,7 @@ class Aws:
             withhold=withhold,
             audit=lambda response: audited.after(service, operation, params, response, plan=None))
 
-    def _method(self, client, service: str, operation: str):
+    def _method(self, client: Any, service: str, operation: str) -> Any:
         from botocore import xform_name
 
         name = xform_name(operation)
@@ -374,8 +376,8 @@ class Aws:
             method = getattr(full, name)
         return method
 
-    def retrying(self, send: Callable[[], Any], client, service: str, operation: str, *, idempotent: bool,
-                 budget: float | None = None, also: Callable[[str], bool] | None = None) -> Any:
+    def retrying(self, send: Callable[[], T], client: Any, service: str, operation: str, *, idempotent: bool,
+                 budget: float | None = None, also: Callable[[str], bool] | None = None) -> T:
         """`send()` under cpi.retry, with this account's retry settings and shared backoff; an
         endpoint that cannot be reached leaves as one CloudError naming it and its setting."""
         what = f"{service}:{operation}"

@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from cpi.channel import Channel
 from cpi.locks import collect_stale, locked
@@ -21,6 +22,9 @@ from cpi.models import AgentConfig, CallContext
 
 from .props import LocalProperties
 from .store import Store
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Session:
@@ -47,7 +51,7 @@ class Session:
         self.log.info("plan: the call would %s", what)
         return False
 
-    def lock(self, *names: str):
+    def lock(self, *names: str) -> contextlib.AbstractContextManager[object]:
         if self.plan is not None:  # a plan writes nothing, lock files included: it reads what is there
             return contextlib.nullcontext()
         return locked(self.store.lock_dir, *names, timeout=self.properties.lock_timeout)
@@ -61,17 +65,18 @@ class Session:
             self.audit("tag", kind, cid, old={k: current.get(k) for k in changed}, new=changed)
 
 
-def then_collect_stale_locks(method):
+def then_collect_stale_locks(method: Callable[P, R]) -> Callable[P, R]:
     """After a delete, remove lock files left by processes killed while holding them (a
     killed snapshot_disk's lock on its disk, say): deletes are what an operator runs after
     a kill, and the locks dir should then be empty. For methods of an object holding the
     call's `session`."""
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        result = method(self, *args, **kwargs)
-        if self.session.plan is None:
-            collect_stale(self.session.store.lock_dir)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        result = method(*args, **kwargs)
+        session = args[0].session  # type: ignore[attr-defined]  # a method of an object holding the call's session
+        if session.plan is None:
+            collect_stale(session.store.lock_dir)
         return result
 
     return wrapper

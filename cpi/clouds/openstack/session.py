@@ -110,7 +110,7 @@ class OpenStack:
         atexit.register(_remove, path)
         return path
 
-    def _auth_plugin(self):
+    def _auth_plugin(self) -> Any:  # keystoneauth1's, untyped
         from keystoneauth1.identity import v3
 
         p = self.properties
@@ -133,7 +133,7 @@ class OpenStack:
             **scope,
         )
 
-    def session(self):
+    def session(self) -> Session:
         """The keystoneauth session (one token for the whole call)."""
         if self._session is None:
             import requests
@@ -157,7 +157,7 @@ class OpenStack:
         return self._session
 
     @property
-    def connection(self):
+    def connection(self) -> Connection:
         """The openstacksdk Connection, built from cpi.json around `session()`: no
         clouds.yaml, no OS_* variables, the SDK's own retries off (cpi.retry retries)."""
         if self._connection is None:
@@ -186,7 +186,7 @@ class OpenStack:
             )
         return self._connection
 
-    def _count(self, response, *args: Any, **kwargs: Any) -> None:
+    def _count(self, response: Any, *args: Any, **kwargs: Any) -> None:
         with self._lock:
             self._urls.append(response.request.url or "")
 
@@ -202,7 +202,7 @@ class OpenStack:
             counts[max(matching)[1] if matching else "other"] += 1
         return counts
 
-    def adapter(self, service: str):
+    def adapter(self, service: str) -> Any:
         """The Connection's REST proxy of one service (paths relative to its versioned
         endpoint): the catalog endpoint of the configured region and interface, or the
         endpoint_overrides entry."""

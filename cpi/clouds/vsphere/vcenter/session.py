@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from cpi import bounded, retry
 from cpi.channel import Channel, Request
-from cpi.errors import CloudError
+from cpi.errors import BoshError, CloudError
 
 from .. import errors
 from . import audited
@@ -229,7 +229,7 @@ def _idempotent(method: str) -> bool:
     return audited.read_only(method) or method.startswith(_SAFE_PREFIXES) or method in _SAFE_METHODS
 
 
-def _make_stub_class():
+def _make_stub_class() -> type:
     """The SoapStubAdapter subclass (built on first use: pyVmomi is imported here)."""
     from pyVmomi.SoapAdapter import SoapStubAdapter
 
@@ -239,7 +239,7 @@ def _make_stub_class():
 
         session: Session
 
-        def InvokeMethod(self, mo, info, args, outerStub=None):  # pyVmomi's name
+        def InvokeMethod(self, mo: Any, info: Any, args: Any, outerStub: Any = None) -> Any:  # pyVmomi's name
             method = info.wsdlName
             what = f"{type(mo).__name__.rsplit('.', 1)[-1]}.{method}"
             session = self.session
@@ -309,7 +309,7 @@ def _make_stub_class():
 
 
 @functools.cache
-def _stub_class():
+def _stub_class() -> type:
     return _make_stub_class()
 
 
@@ -435,7 +435,7 @@ class Session:
         finally:
             self.stub.DropConnections()
 
-    def translate(self, exc: BaseException, what: str):
+    def translate(self, exc: BaseException, what: str) -> BoshError:
         return errors.to_cloud_error(exc, what=what, endpoint=self.address, user=self.user, secrets=[self._password],
                                      connect_timeout=self.properties.connect_timeout,
                                      read_timeout=self.properties.read_timeout,
