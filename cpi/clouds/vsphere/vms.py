@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from cpi import agent_env, locks
-from cpi.cids import AgentId, StemcellCid
+from cpi.cids import AgentId, DiskCid, StemcellCid
 from cpi.errors import BoshError, VMCreationFailed, VMNotFound
 from cpi.models import Network, VMResources
 from cpi.validation import parse
@@ -85,8 +85,12 @@ class Vms:
     # ------------------------------------------------------------ create_vm
 
     def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, nets: dict[str, Network],
-               env: dict) -> tuple[str, dict[str, Any]]:
+               disk_cids: list[DiskCid], env: dict) -> tuple[str, dict[str, Any]]:
         from pyVmomi import vim
+
+        if disk_cids:
+            log.info("disk locality hint %s: the VM goes where its vm_type says; attach_disk moves a disk its "
+                     "host cannot reach", ", ".join(disk_cids))
 
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         if props.nsxt:
