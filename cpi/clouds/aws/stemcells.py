@@ -272,11 +272,11 @@ class Stemcells:
     def delete(self, stemcell_cid: str) -> None:
         """Light: nothing of ours to delete. Otherwise deregister the image and delete the
         snapshots it was made of; a missing image is success."""
-        if not stemcell_cid.endswith(" light") and not ids.is_image(stemcell_cid):
-            log.info("stemcell %s not found (not an AMI ID): nothing to delete", stemcell_cid)
-            return
         if stemcell_cid.endswith(LIGHT_SUFFIX):
             log.info("light stemcell %s: nothing to delete (the AMI is not ours)", stemcell_cid)
+            return
+        if not ids.is_image(stemcell_cid):
+            log.info("stemcell %s not found (not an AMI ID): nothing to delete", stemcell_cid)
             return
         image = lookups.image(self.aws, stemcell_cid)
         if image is None:
