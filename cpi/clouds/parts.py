@@ -13,6 +13,7 @@ as optional; a cloud that has one implements the BOSH method itself), and the ne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
@@ -35,7 +36,7 @@ class VmParts(Protocol):
 
     def calculate_cloud_properties(self, resources: VMResources, /) -> dict[str, Any]: ...
 
-    def disks(self, vm_cid: VmCid, /) -> list[str]:
+    def disks(self, vm_cid: VmCid, /) -> Sequence[str]:
         """The persistent disks attached to the VM (get_disks)."""
 
 

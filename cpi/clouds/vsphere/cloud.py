@@ -6,8 +6,8 @@ settings, so a director switches between the two with one ops file.
 This module is what `cpi.clouds.vsphere:VsphereCloud` loads for every vsphere call, `info`
 included, so it imports no pyVmomi: the session is opened on the first request.
 
-Its BOSH methods are cpi.clouds.base.PartsCloud's, made of this cloud's parts (vms.py,
-disks.py, stemcells.py), but for what is its own: update_disk, the networks NSX-T makes,
+Its BOSH methods are cpi.clouds.base.PartsCloud's, made of this cloud's parts (vms/vms.py,
+vms/disks.py, stemcells.py), but for what is its own: update_disk, the networks NSX-T makes,
 and calculate_vm_cloud_properties, answered without a session. Each runs inside
 `boundary`: a vCenter fault nobody expected becomes a
 CloudError naming the method and the fault (never a secret), and the call's request count
@@ -32,13 +32,13 @@ from .props import DiskCloudProperties, ManagedNetworkCloudProperties, NetworkCl
 if TYPE_CHECKING:  # the parts and the session: pyVmomi's, imported by the first call that needs them
     from cpi.clouds.inventory import Offer, Resource
 
-    from .disks import Disks
     from .inventory import Inventory
-    from .nsxt.networks import Networks
-    from .place import Place
+    from .nsx.nsxt.networks import Networks
+    from .placement.place import Place
     from .session import Session
     from .stemcells import Stemcells
-    from .vms import Vms
+    from .vms.disks import Disks
+    from .vms.vms import Vms
 
 
 class VsphereCloud(PartsCloud):
@@ -84,7 +84,8 @@ class VsphereCloud(PartsCloud):
     def preload(cls) -> None:
         from pyVmomi import vim, vmodl  # noqa: F401 - the SDK's types, ahead of the forked workers
 
-        from . import disks, stemcells, vms  # noqa: F401
+        from . import stemcells  # noqa: F401
+        from .vms import disks, vms  # noqa: F401
 
     def __init__(self, properties: VsphereProperties, agent: AgentConfig, context: CallContext) -> None:
         super().__init__(properties, agent, context)
@@ -103,18 +104,18 @@ class VsphereCloud(PartsCloud):
     @property
     def place(self) -> Place:
         if self._place is None:
-            from .place import Place
+            from .placement.place import Place
 
             self._place = Place(self.session, self.properties, self.context.director_uuid)
         return self._place
 
     def vms(self) -> Vms:
-        from .vms import Vms
+        from .vms.vms import Vms
 
         return Vms(self.session, self.place, self.agent, self.context)
 
     def disks(self) -> Disks:
-        from .disks import Disks
+        from .vms.disks import Disks
 
         return Disks(self.session, self.place, self.vms())
 
@@ -152,8 +153,8 @@ class VsphereCloud(PartsCloud):
     def _networks(self, method: str) -> Networks:
         from cpi.errors import NotSupported
 
-        from .nsxt.client import client_for
-        from .nsxt.networks import Networks
+        from .nsx.nsxt.client import client_for
+        from .nsx.nsxt.networks import Networks
 
         if self.properties.nsxt is None:
             raise CloudError(f"{method} makes networks through NSX-T's Manager API: cpi.json names no NSX-T manager "
@@ -176,7 +177,7 @@ class VsphereCloud(PartsCloud):
     # -- what is this cloud's own (cpi.clouds.parts)
     def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
         """From the resources alone: no session is opened, and no boundary is needed."""
-        from .vms import Vms
+        from .vms.vms import Vms
 
         return Vms.calculate_cloud_properties(resources)
 
