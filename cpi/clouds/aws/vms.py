@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from cpi import agent_env, retry, waits
+from cpi.cids import DiskCid
 from cpi.errors import BoshError, CloudError, VMCreationFailed
 from cpi.models import Network, VMResources
 from cpi.validation import parse
@@ -59,7 +60,7 @@ class Vms:
     # ------------------------------------------------------------ create_vm
 
     def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, networks: dict[str, Network],
-               disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
+               disk_cids: list[DiskCid], env: dict) -> tuple[str, dict[str, Any]]:
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         self._check_stemcell_api_version()
         plan = nics.plan(networks)
@@ -403,6 +404,9 @@ class Vms:
     def delete(self, vm_cid: str) -> None:
         """Terminate and wait until terminated: the persistent disks it held are then
         detached and its IP is free for the next VM."""
+        if not ids.is_instance(vm_cid):
+            log.info("VM %s not found (not an instance ID): nothing to delete", vm_cid)
+            return
         try:
             response = self.aws.ec2("TerminateInstances", InstanceIds=[vm_cid])
         except Exception as exc:
@@ -429,9 +433,10 @@ class Vms:
                                history=self.properties.history("instance terminated"))
 
     def exists(self, vm_cid: str) -> bool:
-        return lookups.instance(self.aws, vm_cid, missing_ok=True) is not None
+        return ids.is_instance(vm_cid) and lookups.instance(self.aws, vm_cid, missing_ok=True) is not None
 
     def reboot(self, vm_cid: str) -> None:
+        ids.instance(vm_cid)
         try:
             self.aws.ec2("RebootInstances", InstanceIds=[vm_cid])
         except Exception as exc:
@@ -445,7 +450,7 @@ class Vms:
     def set_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
         """Tags on the instance and on the volumes it was created with (root, ephemeral: the
         ones deleted with it); persistent disks carry their own set_disk_metadata tags."""
-        instance = lookups.instance(self.aws, vm_cid)
+        instance = lookups.instance(self.aws, ids.instance(vm_cid))
         wanted = tags.clean(metadata)
         name = tags.vm_name(metadata)
         if name:
@@ -459,6 +464,18 @@ class Vms:
         ]
         self.aws.ec2("CreateTags", Resources=[vm_cid, *volumes], Tags=tags.api(wanted))
         log.info("tagged %s and %d volume(s) with %d tags", vm_cid, len(volumes), len(wanted))
+
+    def disks(self, vm_cid: str) -> list[str]:
+        """Volumes attached as persistent disks: those not deleted with the VM."""
+        instance = lookups.instance(self.aws, ids.instance(vm_cid))
+        root = instance.get("RootDeviceName") or ""
+        return [
+            m["Ebs"]["VolumeId"]
+            for m in instance.get("BlockDeviceMappings", [])
+            if m.get("Ebs", {}).get("VolumeId")
+            and not m["Ebs"].get("DeleteOnTermination")
+            and not (m.get("DeviceName") == root or root.startswith(m.get("DeviceName") or "\0"))
+        ]
 
     def calculate_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
         """The smallest instance type (memory, then vCPUs, then family preference) among

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cpi import agent_env, waits
+from cpi.cids import DiskCid
 from cpi.errors import BoshError, CloudError, VMCreationFailed, VMNotFound
 from cpi.models import AgentConfig, CallContext, Network, VMResources
 from cpi.validation import parse
@@ -81,7 +82,7 @@ class Vms:
     # ------------------------------------------------------------ create_vm
 
     def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, nets: dict[str, Network],
-               disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
+               disk_cids: list[DiskCid], env: dict) -> tuple[str, dict[str, Any]]:
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         if self.properties.use_nova_networking:
             raise VMCreationFailed("use_nova_networking: Nova networking is gone from OpenStack (removed in Rocky); "

@@ -81,7 +81,8 @@ class Stemcells:
 
     # ------------------------------------------------------------ create_stemcell
 
-    def create(self, image_path: str, tags: dict[str, str]) -> StemcellCid:
+    def create(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
+        """`cloud_properties` is BOSH's argument, which this cloud does not read."""
         from pyVmomi import vim
 
         stemcell_cid = StemcellCid(f"sc-{uuid.uuid4()}")

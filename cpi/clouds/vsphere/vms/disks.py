@@ -359,7 +359,9 @@ class Disks:
         log.info("set_disk_metadata: %s: %d keys not kept (vSphere has no place for a disk's metadata)", raw,
                  len(values))
 
-    def snapshot(self, raw: DiskCid) -> SnapshotCid:
+    def snapshot(self, raw: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
+        """`metadata` is BOSH's argument, which this cloud does not keep (a snapshot here is a
+        copy of the disk's file)."""
         from pyVmomi import vim
 
         found = self.require(raw)

@@ -55,7 +55,10 @@ class Vms(ExistingVms):
     # ------------------------------------------------------------ create_vm
 
     def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict[str, Any],
-               nets: dict[str, Network], env: dict[str, Any]) -> tuple[VmCid, dict[str, Any]]:
+               nets: dict[str, Network], disk_cids: list[DiskCid], env: dict[str, Any]) -> tuple[VmCid, dict[str, Any]]:
+        if disk_cids:
+            log.info("disk locality hint %s: the VM goes where its vm_type says; attach_disk moves a disk its "
+                     "host cannot reach", ", ".join(disk_cids))
         spec = VmSpec.decide(self.properties, self.context.director_uuid, agent_id, stemcell_cid, cloud_properties,
                              nets, env)
         props, vm_cid = spec.props, spec.vm_cid
