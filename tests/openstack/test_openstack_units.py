@@ -496,6 +496,9 @@ class FakeOctavia:
     """Octavia's answers for one pool on one load balancer that is PENDING_UPDATE once."""
 
     def __init__(self):
+        from cpi.channel import Channel
+
+        self.channel = Channel()  # a real call's stages, which the session's waits go through
         self.calls: list[tuple[str, str]] = []
         self.lb_states = iter(["PENDING_UPDATE", "ACTIVE"])
 
