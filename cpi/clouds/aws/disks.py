@@ -17,7 +17,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from cpi import waits
@@ -257,7 +257,7 @@ class Disks:
         log.info("attached %s to %s at %s", disk_cid, vm_cid, device)
         return _hint(device, disk_cid, nvme)
 
-    def _in_use_by_dying_vm(self, disk_cid: str, holder: dict[str, Any] | None = None):
+    def _in_use_by_dying_vm(self, disk_cid: str, holder: dict[str, Any] | None = None) -> Callable[[str], bool]:
         """An `also` predicate for VolumeInUse: transient while the volume is detaching or its
         holder is terminating, for at most volume_in_use_timeout; permanent (fail now) when a
         live VM holds it. Only this wait is bounded so: the request's throttling keeps the

@@ -29,6 +29,7 @@ from cpi.validation import parse
 
 from . import errors, tags
 from .props import NetworkCloudProperties, VipCloudProperties
+from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")
 
@@ -194,7 +195,7 @@ class Interfaces:
     """The interfaces one create_vm makes before its VM, by device index; none for a VM
     of one interface, which RunInstances makes itself."""
 
-    def __init__(self, aws, timeout: float):
+    def __init__(self, aws: Aws, timeout: float) -> None:
         self.aws = aws
         self.timeout = timeout  # vm_wait_timeout
         self.made: list[tuple[NicGroup, dict[str, Any]]] = []

@@ -18,7 +18,7 @@ from typing import Any
 
 from cpi import agent_env, retry, waits
 from cpi.errors import BoshError, CloudError, VMCreationFailed
-from cpi.models import Network, VMResources
+from cpi.models import AgentConfig, CallContext, Network, VMResources
 from cpi.validation import parse
 
 from . import devices, errors, ids, lookups, nics, routes, tags
@@ -49,7 +49,7 @@ SPOT_UNAVAILABLE_CODES = frozenset({
 
 
 class Vms:
-    def __init__(self, aws: Aws, properties: AwsProperties, agent, context):
+    def __init__(self, aws: Aws, properties: AwsProperties, agent: AgentConfig, context: CallContext) -> None:
         self.aws = aws
         self.properties = properties
         self.agent = agent

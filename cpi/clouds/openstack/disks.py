@@ -16,6 +16,7 @@ import logging
 import string
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from cpi import waits
@@ -63,7 +64,7 @@ class Disks:
             raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
         return volume
 
-    def _wait(self, disk_cid: str, what: str, done, *, gone_ok: bool = False,
+    def _wait(self, disk_cid: str, what: str, done: Callable[[dict[str, Any]], bool], *, gone_ok: bool = False,
               kind: str | None = None) -> dict[str, Any] | None:
         """Poll the volume until `done(volume)`; an `error*` status aborts. `kind` names the
         transition for cpi.transitions, so the looks come when it usually ends."""
@@ -264,7 +265,7 @@ class Disks:
                 return f"/dev/sd{letter}"
         raise CloudError(f"VM '{vm_cid}' has no free device for another disk (all of /dev/sdb..sdz are taken)")
 
-    def _held_by_departing_server(self, disk_cid: str):
+    def _held_by_departing_server(self, disk_cid: str) -> Callable[[errors.ApiError], bool]:
         """An attach refused because the volume is not available yet is retried while it is
         still detaching from a server that is going away."""
 
@@ -384,7 +385,8 @@ class Disks:
         self._wait_snapshot(snapshot_cid, "be deleted", lambda s: False, gone_ok=True)
         log.info("deleted snapshot %s", snapshot_cid)
 
-    def _wait_snapshot(self, snapshot_cid: str, what: str, done, *, gone_ok: bool = False) -> None:
+    def _wait_snapshot(self, snapshot_cid: str, what: str, done: Callable[[dict[str, Any]], bool], *,
+                       gone_ok: bool = False) -> None:
         def check() -> waits.Check:
             response = self.api.request(SERVICE, "GET", f"/snapshots/{snapshot_cid}", ok=(404,))
             if response.status_code == 404:
