@@ -22,8 +22,8 @@ from cpi.errors import BoshError, DiskNotFound, VMNotFound
 from cpi.models import Network, VMResources
 
 from . import errors, ids
+from .job_config import AwsProperties
 from .props import (
-    AwsProperties,
     DiskCloudProperties,
     NetworkCloudProperties,
     StemcellCloudProperties,

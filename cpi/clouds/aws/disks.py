@@ -33,7 +33,8 @@ from cpi.models import gib, snapshot_tags
 from cpi.validation import parse
 
 from . import errors, lookups, tags
-from .props import AwsProperties, DiskCloudProperties
+from .job_config import AwsProperties
+from .props import DiskCloudProperties
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")

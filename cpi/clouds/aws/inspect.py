@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from cpi.clouds.findings import Finding, Item, missing, references
 
 from . import errors
-from .props import AwsProperties
+from .job_config import AwsProperties
 from .session import Aws
 
 #: What a cloud-config names, by kind of resource: name -> the YAML paths that name it.

@@ -27,7 +27,7 @@ from cpi import backoff, bounded, plan, retry
 from cpi.errors import CloudError
 
 from . import audited, errors
-from .props import AwsProperties
+from .job_config import AwsProperties
 
 log = logging.getLogger("cpi.clouds.aws")
 

@@ -29,7 +29,8 @@ from cpi.models import gib
 from cpi.validation import parse
 
 from . import errors, lookups, tags
-from .props import AwsProperties, StemcellCloudProperties
+from .job_config import AwsProperties
+from .props import StemcellCloudProperties
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")

@@ -22,8 +22,9 @@ from cpi.models import AgentConfig, CallContext, Network, VMResources
 from cpi.validation import parse
 
 from . import devices, errors, ids, lookups, nics, routes, tags
+from .job_config import AwsProperties, MetadataOptions
 from .nics import NetworkPlan
-from .props import AwsProperties, MetadataOptions, VMCloudProperties
+from .props import VMCloudProperties
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")
