@@ -10,22 +10,7 @@ from typing import Any, Protocol
 from cpi.clouds.findings import Finding, Item, missing, references
 
 from . import errors
-from .job_config import AwsProperties
 from .session import Aws
-
-#: What a cloud-config names, by kind of resource: name -> the YAML paths that name it.
-Refs = dict[str, dict[str, list[str]]]
-
-
-class _Cloud(Protocol):
-    """What the checks read of the aws cloud (its facade imports this module: named by
-    shape, not by import)."""
-
-    @property
-    def aws(self) -> Aws: ...
-
-    @property
-    def properties(self) -> AwsProperties: ...
 
 SPEC = {
     "vm": {
@@ -40,10 +25,22 @@ SPEC = {
 CONFIG = "cpi.json: cloud.properties.aws"
 
 
+#: What a cloud-config names, by kind of resource: name -> the YAML paths that name it.
+Refs = dict[str, dict[str, list[str]]]
+
+
+class _Cloud(Protocol):
+    """What the checks read of the aws cloud, its session (whose properties are the
+    cloud's): named here rather than imported, since cloud.py imports this module."""
+
+    @property
+    def aws(self) -> Aws: ...
+
+
 def check_cloud_config(cloud: _Cloud, items: list[Item]) -> list[Finding]:
     aws = cloud.aws
     refs = references(items, SPEC)
-    p = cloud.properties
+    p = aws.properties
     defaults = {
         "key_pair": [p.default_key_name] if p.default_key_name else [],
         "security_group": list(p.default_security_groups),

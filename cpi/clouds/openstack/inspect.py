@@ -14,6 +14,20 @@ from . import errors
 from .props import OpenStackProperties
 from .session import OpenStack
 
+SPEC = {
+    "vm": {
+        "instance_type": "flavor",
+        "availability_zone": "availability_zone",
+        "availability_zones": "availability_zone",
+        "key_name": "key_pair",
+        "security_groups": "security_group",
+    },
+    "network": {"net_id": "network", "security_groups": "security_group"},
+    "disk_type": {"type": "volume_type"},
+}
+CONFIG = "cpi.json: cloud.properties.openstack"
+
+
 #: What a cloud-config names, by kind of resource: name -> the YAML paths that name it.
 Refs = dict[str, dict[str, list[str]]]
 
@@ -29,19 +43,6 @@ class _Cloud(Protocol):
 
     @property
     def properties(self) -> OpenStackProperties: ...
-
-SPEC = {
-    "vm": {
-        "instance_type": "flavor",
-        "availability_zone": "availability_zone",
-        "availability_zones": "availability_zone",
-        "key_name": "key_pair",
-        "security_groups": "security_group",
-    },
-    "network": {"net_id": "network", "security_groups": "security_group"},
-    "disk_type": {"type": "volume_type"},
-}
-CONFIG = "cpi.json: cloud.properties.openstack"
 
 
 def check_cloud_config(cloud: _Cloud, items: list[Item]) -> list[Finding]:
