@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cpi.cids import DiskCid, StemcellCid, VmCid
 from cpi.clouds.inventory import BOSH_TAGS, Offer, Resource, is_bosh, read_so_far
 
 from . import errors, lookups
@@ -114,10 +115,10 @@ def inventory(aws: Aws, kind: str) -> list[Resource]:
 def show(aws: Aws, kind: str, cid: str) -> Resource | None:
     """One resource by its id, whoever made it and however it is tagged (None: not there)."""
     if kind == "vms":
-        found = lookups.instance(aws, cid, missing_ok=True)
+        found = lookups.instance(aws, VmCid(cid), missing_ok=True)
         return _vm(found) if found else None
     if kind == "disks":
-        volume = lookups.volume(aws, cid, missing_ok=True)
+        volume = lookups.volume(aws, DiskCid(cid), missing_ok=True)
         return _disk(volume, _roles(aws, [volume])) if volume else None
     if kind == "snapshots":
         try:
@@ -128,12 +129,12 @@ def show(aws: Aws, kind: str, cid: str) -> Resource | None:
             raise
         return _snapshot(snapshots[0]) if snapshots else None
     if cid.endswith(" light"):
-        return light_stemcell(aws, cid)
+        return light_stemcell(aws, StemcellCid(cid))
     image = lookups.image(aws, cid)
     return _stemcell(image) if image else None
 
 
-def light_stemcell(aws: Aws, stemcell_cid: str) -> Resource | None:
+def light_stemcell(aws: Aws, stemcell_cid: StemcellCid) -> Resource | None:
     """A light stemcell's cid ("ami-... light", as create_stemcell returns it): the AMI it
     names, someone else's (not in the owned images `inventory` lists)."""
     image_id = stemcell_cid.removesuffix(" light")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, overload
 
+from cpi.cids import DiskCid, VmCid
 from cpi.errors import DiskNotFound, VMNotFound
 
 from . import errors
@@ -15,10 +16,10 @@ GONE = ("terminated",)
 
 
 @overload
-def instance(aws: Aws, vm_cid: str, *, missing_ok: Literal[False] = False) -> dict[str, Any]: ...
+def instance(aws: Aws, vm_cid: VmCid, *, missing_ok: Literal[False] = False) -> dict[str, Any]: ...
 @overload
-def instance(aws: Aws, vm_cid: str, *, missing_ok: bool) -> dict[str, Any] | None: ...
-def instance(aws: Aws, vm_cid: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
+def instance(aws: Aws, vm_cid: VmCid, *, missing_ok: bool) -> dict[str, Any] | None: ...
+def instance(aws: Aws, vm_cid: VmCid, *, missing_ok: bool = False) -> dict[str, Any] | None:
     """The instance, or VMNotFound (None with missing_ok) when EC2 does not know it or it
     has terminated (EC2 keeps terminated instances visible for about an hour)."""
     response = _described(aws, "DescribeInstances", InstanceIds=[vm_cid])
@@ -31,10 +32,10 @@ def instance(aws: Aws, vm_cid: str, *, missing_ok: bool = False) -> dict[str, An
 
 
 @overload
-def volume(aws: Aws, disk_cid: str, *, missing_ok: Literal[False] = False) -> dict[str, Any]: ...
+def volume(aws: Aws, disk_cid: DiskCid, *, missing_ok: Literal[False] = False) -> dict[str, Any]: ...
 @overload
-def volume(aws: Aws, disk_cid: str, *, missing_ok: bool) -> dict[str, Any] | None: ...
-def volume(aws: Aws, disk_cid: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
+def volume(aws: Aws, disk_cid: DiskCid, *, missing_ok: bool) -> dict[str, Any] | None: ...
+def volume(aws: Aws, disk_cid: DiskCid, *, missing_ok: bool = False) -> dict[str, Any] | None:
     found = next(iter(_described(aws, "DescribeVolumes", VolumeIds=[disk_cid]).get("Volumes", [])), None)
     if found is None or found.get("State") in ("deleting", "deleted"):
         if missing_ok:
@@ -58,7 +59,7 @@ def _described(aws: Aws, operation: str, **params: Any) -> dict[str, Any]:
         raise
 
 
-def attachment(volume_doc: dict[str, Any], vm_cid: str | None = None) -> dict[str, Any] | None:
+def attachment(volume_doc: dict[str, Any], vm_cid: VmCid | None = None) -> dict[str, Any] | None:
     """The volume's attachment (to `vm_cid`, if given) that is not already detached."""
     for item in volume_doc.get("Attachments") or []:
         if item.get("State") in ("detached",):

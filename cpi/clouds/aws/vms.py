@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from cpi import agent_env, retry, waits
+from cpi.cids import AgentId, DiskCid, StemcellCid, VmCid
 from cpi.errors import BoshError, CloudError, VMCreationFailed
 from cpi.models import AgentConfig, CallContext, Network, VMResources
 from cpi.validation import parse
@@ -59,8 +60,8 @@ class Vms:
 
     # ------------------------------------------------------------ create_vm
 
-    def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, networks: dict[str, Network],
-               disk_cids: list[str], env: dict) -> tuple[str, dict[str, Any]]:
+    def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, networks: dict[str, Network],
+               disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         self._check_stemcell_api_version()
         plan = nics.plan(networks)
@@ -74,7 +75,7 @@ class Vms:
         group_ids = self._security_groups(props, plan)
         # agent_id and director_uuid from the first request on: an instance (and its volumes
         # and interfaces) left by a create_vm killed mid-way can be found and attributed
-        origin = {"agent_id": agent_id}
+        origin: dict[str, str] = {"agent_id": agent_id}
         if self.context.director_uuid:
             origin["director_uuid"] = self.context.director_uuid
         create_tags = tags.clean({**origin, **_env_tags(env), **props.tags})
@@ -91,7 +92,7 @@ class Vms:
         except BaseException:
             interfaces.delete()
             raise
-        vm_cid = instance["InstanceId"]
+        vm_cid = VmCid(instance["InstanceId"])
         log.info("launched %s (%s) from %s in %s", vm_cid, props.instance_type, image["ImageId"], plan.subnet)
         try:
             self._wait_running(vm_cid, instance, props.instance_type)
@@ -114,7 +115,7 @@ class Vms:
             raise failure from None
         return vm_cid, {name: net.wire() for name, net in networks.items()}
 
-    def _user_data(self, agent_id: str, networks: dict[str, Network], env: dict, image: dict[str, Any],
+    def _user_data(self, agent_id: AgentId, networks: dict[str, Network], env: dict, image: dict[str, Any],
                    disks: devices.Layout) -> str:
         settings = agent_env.settings(
             agent_id=agent_id,
@@ -151,7 +152,7 @@ class Vms:
                 ok_to_retry=False,
             )
 
-    def _image(self, stemcell_cid: str) -> dict[str, Any]:
+    def _image(self, stemcell_cid: StemcellCid) -> dict[str, Any]:
         image_id = stemcell_cid.split(" ", 1)[0]
         image = lookups.image(self.aws, image_id) if ids.is_image(image_id) else None
         if image is None:
@@ -300,7 +301,7 @@ class Vms:
             retryable = error_code in RETRYABLE_LAUNCH_CODES or errors.classifier()(exc).retryable
             raise VMCreationFailed(cause.message, ok_to_retry=retryable) from None
 
-    def _wait_running(self, vm_cid: str, launched: dict[str, Any], instance_type: str) -> None:
+    def _wait_running(self, vm_cid: VmCid, launched: dict[str, Any], instance_type: str) -> None:
         if launched.get("State", {}).get("Name") == "running":
             return  # some EC2-compatible clouds answer RunInstances with a running VM
 
@@ -328,7 +329,7 @@ class Vms:
                     setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
                     history=self.properties.history(f"instance running {instance_type}"))
 
-    def _associate_elastic_ip(self, vm_cid: str, plan: NetworkPlan, interfaces: nics.Interfaces) -> None:
+    def _associate_elastic_ip(self, vm_cid: VmCid, plan: NetworkPlan, interfaces: nics.Interfaces) -> None:
         """The Elastic IP goes to the interface of the vip network's nic_group (the primary
         one by default)."""
         assert plan.vip is not None
@@ -364,7 +365,7 @@ class Vms:
                      **params)
         log.info("associated Elastic IP %s with %s", ip, vm_cid)
 
-    def _register_load_balancers(self, vm_cid: str, props: VMCloudProperties) -> None:
+    def _register_load_balancers(self, vm_cid: VmCid, props: VMCloudProperties) -> None:
         for name in props.elbs:
             self.aws.call("elb", "RegisterInstancesWithLoadBalancer", LoadBalancerName=name,
                           Instances=[{"InstanceId": vm_cid}])
@@ -380,7 +381,7 @@ class Vms:
             self.aws.call("elbv2", "RegisterTargets", TargetGroupArn=arn, Targets=[{"Id": vm_cid}])
             log.info("registered %s with target group %s", vm_cid, arn)
 
-    def _clean_up_failed(self, vm_cid: str, exc: BaseException) -> VMCreationFailed | None:
+    def _clean_up_failed(self, vm_cid: VmCid, exc: BaseException) -> VMCreationFailed | None:
         """Terminate the half-made VM and wait until it is gone; returns the error to raise
         (None: re-raise `exc` as it is, e.g. KeyboardInterrupt)."""
         log.warning("create_vm failed after launching %s (%s); terminating it", vm_cid, errors.summary(exc))
@@ -401,7 +402,7 @@ class Vms:
 
     # ------------------------------------------------------------ the rest
 
-    def delete(self, vm_cid: str) -> None:
+    def delete(self, vm_cid: VmCid) -> None:
         """Terminate and wait until terminated: the persistent disks it held are then
         detached and its IP is free for the next VM."""
         try:
@@ -429,10 +430,10 @@ class Vms:
                     setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
                     history=self.properties.history("instance terminated"))
 
-    def exists(self, vm_cid: str) -> bool:
+    def exists(self, vm_cid: VmCid) -> bool:
         return lookups.instance(self.aws, vm_cid, missing_ok=True) is not None
 
-    def reboot(self, vm_cid: str) -> None:
+    def reboot(self, vm_cid: VmCid) -> None:
         try:
             self.aws.ec2("RebootInstances", InstanceIds=[vm_cid])
         except Exception as exc:
@@ -443,7 +444,7 @@ class Vms:
             raise
         log.info("rebooting %s", vm_cid)
 
-    def set_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
+    def set_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         """Tags on the instance and on the volumes it was created with (root, ephemeral: the
         ones deleted with it); persistent disks carry their own set_disk_metadata tags."""
         instance = lookups.instance(self.aws, vm_cid)
