@@ -135,19 +135,21 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "fingerprints and write a deterministic release tarball.",
         BUILD_EXAMPLES,
     )
-    build.add_argument("--release-dir", default=None, metavar="DIR", help=RELEASE_DIR_HELP)
-    build.add_argument("--out", default=None, metavar="DIR",
-                       help="output directory (default: <release-dir>/dev_releases)")
-    build.add_argument("--tarball", default=None, metavar="PATH", help="exact output path (overrides --out)")
-    build.add_argument("--version", default=None, metavar="V", help="release version (default: release.yml's)")
-
     vendor = _command(
         commands, "vendor", _vendor, "download the wheels and add the CPython source as blobs",
         "Put the blobs the packages need under the blobs root (git-ignored): the\n"
         "runtime wheels for every platform in release.yml, and the CPython source tarball you give.",
         VENDOR_EXAMPLES,
     )
-    vendor.add_argument("--release-dir", default=None, metavar="DIR", help=RELEASE_DIR_HELP)
+
+    for reads_the_release in (build, vendor):
+        reads_the_release.add_argument("--release-dir", default=None, metavar="DIR", help=RELEASE_DIR_HELP)
+
+    build.add_argument("--out", default=None, metavar="DIR",
+                       help="output directory (default: <release-dir>/dev_releases)")
+    build.add_argument("--tarball", default=None, metavar="PATH", help="exact output path (overrides --out)")
+    build.add_argument("--version", default=None, metavar="V", help="release version (default: release.yml's)")
+
     vendor.add_argument(
         "--platform",
         action="append",
