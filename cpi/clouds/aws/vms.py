@@ -22,7 +22,7 @@ from cpi.errors import BoshError, CloudError, VMCreationFailed
 from cpi.models import AgentConfig, CallContext, Network, VMResources
 from cpi.validation import parse
 
-from . import devices, errors, ids, lookups, nics, routes, tags
+from . import devices, errors, frontends, ids, lookups, nics, routes, tags
 from .job_config import AwsProperties, MetadataOptions
 from .nics import NetworkPlan
 from .props import VMCloudProperties
@@ -103,8 +103,8 @@ class Vms:
             if not props.source_dest_check:
                 self.aws.ec2("ModifyInstanceAttribute", InstanceId=vm_cid, SourceDestCheck={"Value": False})
             if plan.vip is not None:
-                self._associate_elastic_ip(vm_cid, plan, interfaces)
-            self._register_load_balancers(vm_cid, props)
+                frontends.associate_elastic_ip(self.aws, vm_cid, plan, interfaces)
+            frontends.register_load_balancers(self.aws, vm_cid, props)
         except BaseException as exc:
             failure = self._clean_up_failed(vm_cid, exc)
             left = interfaces.delete()
@@ -328,58 +328,6 @@ class Vms:
         waits.until(check, what=f"instance {vm_cid} to be running", timeout=self.properties.vm_wait_timeout,
                     setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
                     history=self.properties.history(f"instance running {instance_type}"))
-
-    def _associate_elastic_ip(self, vm_cid: VmCid, plan: NetworkPlan, interfaces: nics.Interfaces) -> None:
-        """The Elastic IP goes to the interface of the vip network's nic_group (the primary
-        one by default)."""
-        assert plan.vip is not None
-        ip, vip_name = plan.vip.ip, plan.vip_name
-        try:
-            addresses = self.aws.ec2("DescribeAddresses", PublicIps=[ip]).get("Addresses", [])
-        except Exception as exc:
-            if errors.code(exc) in ("InvalidAddress.NotFound", "InvalidParameterValue"):
-                addresses = []
-            else:
-                raise
-        if not addresses:
-            raise VMCreationFailed(
-                f"Elastic IP {ip} of vip network '{vip_name}' is not allocated to this account in "
-                f"{self.properties.signing_region}",
-                ok_to_retry=False,
-            )
-        address = addresses[0]
-        interface_id = interfaces.at(plan.vip_device_index)
-        params: dict[str, Any] = {"AllowReassociation": True}
-        if interface_id:
-            params["NetworkInterfaceId"] = interface_id
-        else:
-            params["InstanceId"] = vm_cid
-        if address.get("AllocationId"):
-            params["AllocationId"] = address["AllocationId"]
-        else:
-            params["PublicIp"] = ip
-        if address.get("InstanceId") and address["InstanceId"] != vm_cid:
-            log.info("Elastic IP %s moves from %s to %s", ip, address["InstanceId"], vm_cid)
-        self.aws.ec2("AssociateAddress", budget=60.0,
-                     also=lambda c: c in ("InvalidInstanceID", "IncorrectInstanceState"),
-                     **params)
-        log.info("associated Elastic IP %s with %s", ip, vm_cid)
-
-    def _register_load_balancers(self, vm_cid: VmCid, props: VMCloudProperties) -> None:
-        for name in props.elbs:
-            self.aws.call("elb", "RegisterInstancesWithLoadBalancer", LoadBalancerName=name,
-                          Instances=[{"InstanceId": vm_cid}])
-            log.info("registered %s with classic load balancer %s", vm_cid, name)
-        if not props.lb_target_groups:
-            return
-        arns = [g for g in props.lb_target_groups if g.startswith("arn:")]
-        names = [g for g in props.lb_target_groups if not g.startswith("arn:")]
-        if names:
-            found = self.aws.call("elbv2", "DescribeTargetGroups", Names=names).get("TargetGroups", [])
-            arns += [g["TargetGroupArn"] for g in found]
-        for arn in arns:
-            self.aws.call("elbv2", "RegisterTargets", TargetGroupArn=arn, Targets=[{"Id": vm_cid}])
-            log.info("registered %s with target group %s", vm_cid, arn)
 
     def _clean_up_failed(self, vm_cid: VmCid, exc: BaseException) -> VMCreationFailed | None:
         """Terminate the half-made VM and wait until it is gone; returns the error to raise
