@@ -7,6 +7,7 @@ from __future__ import annotations
 import _socket
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from .where import (
     MAX_HEADER,
@@ -20,7 +21,6 @@ from .where import (
     socket_path,
 )
 
-TYPE_CHECKING = False  # not typing's: the server imports no module for its annotations alone
 if TYPE_CHECKING:
     from collections.abc import Callable
 
