@@ -164,7 +164,7 @@ def _manual_group(name: str, members: list[tuple[str, Network]],
     return group
 
 
-def _check_prefix(network_name: str, ip: str, prefix: Any, version: int) -> None:
+def _check_prefix(network_name: str, ip: str, prefix: str | int | None, version: int) -> None:
     try:
         ipaddress.ip_network(f"{ip}/{prefix}", strict=True)
     except ValueError as exc:
