@@ -8,10 +8,11 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
+    BaseModel,
     BeforeValidator,
     Field,
     Strict,
@@ -22,17 +23,14 @@ from pydantic import (
     create_model,
 )
 
-from cpi import audit, errors, tracing
+from cpi import audit, config, errors, tracing
 from cpi.cids import AgentId, DiskCid, NetworkCid, SnapshotCid, StemcellCid, VmCid
-from cpi.clouds.bosh import BoshCloud
+from cpi.clouds.bosh import BoshCloud, DiskHint
 from cpi.config import Config
 from cpi.logs import plural, shown
 from cpi.models import CallContext, Network, VMResources
-from cpi.raw_config import info_result
+from cpi.opening import Opening, open_cloud
 from cpi.validation import describe
-
-if TYPE_CHECKING:
-    from cpi.opening import Opening
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +99,21 @@ METHODS: dict[str, Callable[..., Any]] = {}
 def method(fn: Callable[..., Any]) -> Callable[..., Any]:
     METHODS[fn.__name__] = fn
     return fn
+
+
+def handle(raw: dict, method: str, api_version: int, context: dict, arguments: list[Any]) -> Any:
+    """One call, from cpi.json as read (`raw`) and the request's fields to its result: the
+    one place the wire's calls open their cloud (cpi.opening), as bosh-cpi-go keeps config
+    and clouds out of its dispatcher. Raises the cpi.errors types.
+
+    `info` without arguments is answered here, from the config alone: it answers the same
+    whatever the context says (the director asks it before it knows which cpi-config
+    applies, and a context must not be able to make it fail), and opens no cloud. With
+    arguments it goes through the table, which refuses them as it does for any method."""
+    if method == "info" and not arguments:
+        return config.info(raw)
+    ready = open_cloud(raw, context)
+    return dispatch(Call(method=method, api_version=api_version, opening=ready), arguments)
 
 
 def dispatch(call: Call, arguments: list[Any]) -> Any:
@@ -190,10 +203,10 @@ def _bind(name: str, handler: Callable[..., Any], arguments: list[Any]) -> dict[
     return {p.name: getattr(parsed, p.name) for p in params}
 
 
-_models: dict[str, Any] = {}
+_models: dict[str, type[BaseModel]] = {}
 
 
-def _argument_model(name: str, handler: Callable[..., Any]):
+def _argument_model(name: str, handler: Callable[..., Any]) -> type[BaseModel]:
     """Built on first use only: a call pays for its own method's model, not all 26."""
     if name not in _models:
         hints = inspect.get_annotations(handler, eval_str=True)
@@ -214,7 +227,9 @@ def _v2(call: Call) -> bool:
 
 @method
 def info(call: Call) -> dict[str, Any]:
-    return info_result(call.cloud_class.stemcell_formats, call.config.debug.cpi.api_version)
+    """Reached with arguments only (`handle` answers `info` without any), which `_bind`
+    refuses before this runs: in the table so that `info` is refused as every method is."""
+    return config.info(call.config.raw)
 
 
 @method
@@ -259,7 +274,7 @@ def create_vm(
     networks: dict[str, Network],
     disk_cids: list[DiskCidArg] | None = None,
     env: Props = None,  # type: ignore[assignment]  # see Props
-):
+) -> VmCid | list[Any]:
     vm_cid, vm_networks = call.cloud.create_vm(
         agent_id, stemcell_cid, cloud_properties, networks, list(disk_cids or []), env or {}
     )
@@ -328,7 +343,7 @@ def has_disk(call: Call, disk_cid: DiskCidArg) -> bool:
 
 
 @method
-def attach_disk(call: Call, vm_cid: VmCidArg, disk_cid: DiskCidArg):
+def attach_disk(call: Call, vm_cid: VmCidArg, disk_cid: DiskCidArg) -> DiskHint | None:
     hint = call.cloud.attach_disk(vm_cid, disk_cid)
     if not hint:
         # The director raises "No disk_hint" on an empty hint; fail here with the cause instead.

@@ -226,6 +226,26 @@ def _no_nul(value: Any, where: str) -> None:
             stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
 
 
+def _properties(file: _File, cloud_class: type[Cloud], context: dict,
+                ignored: list[validation.Ignored] | None = None) -> Any:
+    """The plugin's section of `file` as its `Properties`, with `context`'s overrides."""
+    plugin = file.cloud.plugin
+    section, where = _plugin_section(cloud_class, file.cloud.properties, plugin)
+    if not isinstance(section, dict):
+        raise CpiError(f"invalid config: cloud.properties.{plugin} must be an object")
+    section = _official_shape(cloud_class, section, where)
+    overrides = _overrides(plugin, cloud_class, context, section)
+    _no_nul(overrides, "context")
+    return _section(cloud_class.Properties, {**section, **overrides}, where, ignored)
+
+
+def properties_with(cfg: Config, context: dict) -> Any:
+    """`cfg`'s cloud properties again, with `context`'s overrides: what `build(cfg.raw,
+    context)` would make of them, or its CpiError, without building the rest anew (the
+    context changes nothing else). For whoever asks which overrides a config takes."""
+    return _properties(_file(cfg.raw), cfg.cloud_class, context)
+
+
 def build(raw: dict, context: dict | None = None) -> Config:
     """Validate `raw` for its plugin, with `context` overrides applied."""
     from cpi.clouds import load_cloud
@@ -236,14 +256,8 @@ def build(raw: dict, context: dict | None = None) -> Config:
     validation.strict = _section(ValidationConfig, file.cloud.properties.get("validation") or {}, "validation").strict
     plugin = file.cloud.plugin
     cloud_class = load_cloud(plugin)
-    section, where = _plugin_section(cloud_class, file.cloud.properties, plugin)
-    if not isinstance(section, dict):
-        raise CpiError(f"invalid config: cloud.properties.{plugin} must be an object")
-    section = _official_shape(cloud_class, section, where)
-    overrides = _overrides(plugin, cloud_class, context or {}, section)
-    _no_nul(overrides, "context")
     ignored: list[validation.Ignored] = []
-    properties = _section(cloud_class.Properties, {**section, **overrides}, where, ignored)
+    properties = _properties(file, cloud_class, context or {}, ignored)
     sections = file.cloud.properties
     read = {name: _section(model, sections.get(name) or {}, name, ignored) for name, model in SECTIONS.items()}
     known = {plugin, *official(cloud_class).official_keys, *SECTIONS, "validation", *OFFICIAL_ONLY}

@@ -9,7 +9,7 @@ import logging
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # named here, not imported: cpi.logs imports this module (on attach)
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import IO, Protocol
 
     class Redactor(Protocol):
@@ -46,7 +46,7 @@ class _RedactingFormatter(logging.Formatter):
 class _SafeStream(logging.StreamHandler):
     """Writes as CallLog.emit does, and never reports its own failures on top of the call's."""
 
-    def __init__(self, stream, write_line):
+    def __init__(self, stream: IO[str], write_line: Callable[[IO[str], str], None]) -> None:
         super().__init__(stream)
         self.write_line = write_line
 

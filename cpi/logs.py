@@ -21,7 +21,7 @@ from cpi import strict_json
 
 TYPE_CHECKING = False  # typing itself is not imported: it costs a few ms of every call
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import IO, Any
 
 MASK = "<redacted>"
 _PLACEHOLDER = "\ue000"  # a private-use character: no secret worth masking contains it
@@ -361,7 +361,7 @@ def shown(value: Any, limit: int = 80) -> str:
     return f"'{text}'" if isinstance(value, str) else text
 
 
-def write_line(stream, line: str) -> None:
+def write_line(stream: IO[str], line: str) -> None:
     """One log line on a text stream; what it cannot encode written escaped (a request may
     carry lone surrogates). OSError and ValueError (a closed stream) are the caller's."""
     try:
@@ -382,14 +382,14 @@ class CallLog:
     RECORD_LIMIT = RECORD_LIMIT
     write_line = staticmethod(write_line)
 
-    def __init__(self, stderr=None, level: int = INFO, *, attach: bool = True):
+    def __init__(self, stderr: IO[str] | None = None, level: int = INFO, *, attach: bool = True) -> None:
         global active
         self.redactor = Redactor()
         active = self.redactor
         self.request_id = "-"
         self.level = level
         self._buffer = io.StringIO()
-        self.streams = [self._buffer]
+        self.streams: list[IO[str]] = [self._buffer]
         stderr = stderr if stderr is not None else sys.stderr
         if stderr is not None:
             self.streams.append(stderr)

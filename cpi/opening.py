@@ -1,8 +1,8 @@
-"""From cpi.json to a cloud ready to call, one way for every caller: the wire (cpi.rpc) and
-the operator's commands that open the cloud in their own process (`cpi list`, `show`,
-`avail`, `orphans`, `certify`, `validate`). A cloud opened any other way could skip a step
-— the throttle every CPI process on the host shares, the refusal to plan a cloud that would
-write for real — and so behave unlike the one the director calls.
+"""From cpi.json to a cloud ready to call, one way for every caller: the wire's calls
+(cpi.api.handle) and the operator's commands that open the cloud in their own process
+(`cpi list`, `show`, `avail`, `orphans`, `certify`, `validate`). A cloud opened any other
+way could skip a step — the throttle every CPI process on the host shares, the refusal to
+plan a cloud that would write for real — and so behave unlike the one the director calls.
 
 Reading the file is the caller's: the wire reads it before it knows the request (`info`
 answers from the raw file alone), the commands read the operator's path.

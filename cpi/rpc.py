@@ -121,8 +121,8 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog, started_ns: i
                                    f"{plural(len(request.arguments), 'argument')})")
     if started_ns:
         tracing.begin(config_data, request.method, api_version, request.context, started_ns, call_log)
-    # `info` answers the same whatever the context says: the director asks it before it
-    # knows which cpi-config applies, and a context must not be able to make it fail.
+    # `info` of a built-in cloud, from the raw config and the standard library alone: what
+    # cpi.api.handle answers through the models, without importing them (issue #12).
     if request.method == "info" and not request.arguments:
         answer = raw_config.info(config_data)
         if answer is not None:
@@ -131,12 +131,9 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog, started_ns: i
     from cpi import site_packages
 
     site_packages.enable()
-    from cpi import api, config, opening
+    from cpi import api
 
-    if request.method == "info" and not request.arguments:
-        return config.info(config_data)
-    ready = opening.open_cloud(config_data, request.context)
-    return api.dispatch(api.Call(method=request.method, api_version=api_version, opening=ready), request.arguments)
+    return api.handle(config_data, request.method, api_version, request.context, request.arguments)
 
 
 LOG_LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}

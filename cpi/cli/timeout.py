@@ -68,7 +68,7 @@ def overrides(raw: dict, timeout: float | None) -> dict[str, float]:
     from cpi import config
     from cpi.errors import BoshError
 
-    with _quiet():  # the command's own opening warns of what these builds would, once
+    with _quiet():  # the command's own opening warns of what these checks would, once
         try:
             cfg = config.build(raw)
         except BoshError:
@@ -83,7 +83,7 @@ def overrides(raw: dict, timeout: float | None) -> dict[str, float]:
         accepted: dict[str, float] = {}
         for key, value in wanted.items():
             try:
-                config.build(raw, {**accepted, key: value})
+                config.properties_with(cfg, {**accepted, key: value})
             except BoshError:
                 continue  # e.g. connection_options.read_timeout says otherwise: that one stays
             accepted[key] = value

@@ -41,7 +41,7 @@ def builtin_stemcell_formats(name: str) -> list[str] | None:
     return formats
 
 
-def _import(target: str):
+def _import(target: str) -> object:
     import importlib
 
     module_name, _, attr = target.partition(":")

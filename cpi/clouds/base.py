@@ -9,6 +9,7 @@ implements none of the operator's side still serves BOSH in full.
 
 from __future__ import annotations
 
+import abc
 import functools
 import os
 from collections.abc import Callable
@@ -16,14 +17,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
+from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds.bosh import BoshCloud, DiskHint
 from cpi.errors import BoshError
 from cpi.errors import NotImplemented as CpiNotImplemented
+from cpi.models import Network, VMResources
 
 if TYPE_CHECKING:  # the operator's shapes: not on the start-up path of bin/cpi
     from cpi.clouds.inventory import Offer, Resource
+    from cpi.clouds.parts import DiskParts, StemcellParts, VmParts
 
-__all__ = ["Cloud", "CloudProperties", "DiskHint", "boundary"]
+__all__ = ["Cloud", "CloudProperties", "DiskHint", "PartsCloud", "boundary"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -132,3 +136,103 @@ class Cloud(BoshCloud):
         `inspect` module); one without (a third-party plugin, say) raises NotImplemented,
         which `cpi validate` prints as such."""
         raise CpiNotImplemented(f"online checks are not implemented by the {self.name} cloud")
+
+
+class PartsCloud(Cloud, abc.ABC):
+    """A cloud made of three parts (cpi.clouds.parts): its VMs, its disks, its stemcells.
+    Every BOSH method the parts carry is written here once, under `boundary`, so a cloud's
+    facade holds only its own hooks, the parts' factories and what is truly its own
+    (update_disk and current_vm_id where it has them, vSphere's networks).
+
+    A part is made afresh for each method (`vms()` ...), from the cloud's session, which is
+    opened on the first request: a method answered without the IaaS opens nothing."""
+
+    @abc.abstractmethod
+    def vms(self) -> VmParts:
+        """The cloud's VMs (create_vm ... get_disks)."""
+
+    @abc.abstractmethod
+    def disks(self) -> DiskParts:
+        """The cloud's disks and their snapshots."""
+
+    @abc.abstractmethod
+    def stemcells(self) -> StemcellParts:
+        """The cloud's stemcells."""
+
+    # -- stemcells
+    @boundary
+    def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
+        return StemcellCid(self.stemcells().create(image_path, cloud_properties, tags))
+
+    @boundary
+    def delete_stemcell(self, stemcell_cid: StemcellCid) -> None:
+        self.stemcells().delete(stemcell_cid)
+
+    # -- VMs
+    @boundary
+    def create_vm(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict,
+                  networks: dict[str, Network], disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
+        vm_cid, vm_networks = self.vms().create(agent_id, stemcell_cid, cloud_properties, networks, disk_cids, env)
+        return VmCid(vm_cid), vm_networks
+
+    @boundary
+    def delete_vm(self, vm_cid: VmCid) -> None:
+        self.vms().delete(vm_cid)
+
+    @boundary
+    def has_vm(self, vm_cid: VmCid) -> bool:
+        return self.vms().exists(vm_cid)
+
+    @boundary
+    def reboot_vm(self, vm_cid: VmCid) -> None:
+        self.vms().reboot(vm_cid)
+
+    @boundary
+    def set_vm_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
+        self.vms().set_metadata(vm_cid, metadata)
+
+    @boundary
+    def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
+        return self.vms().calculate_cloud_properties(resources)
+
+    @boundary
+    def get_disks(self, vm_cid: VmCid) -> list[DiskCid]:
+        return [DiskCid(disk_cid) for disk_cid in self.vms().disks(vm_cid)]
+
+    # -- disks
+    @boundary
+    def create_disk(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
+        return DiskCid(self.disks().create(size, cloud_properties, vm_cid))
+
+    @boundary
+    def delete_disk(self, disk_cid: DiskCid) -> None:
+        self.disks().delete(disk_cid)
+
+    @boundary
+    def resize_disk(self, disk_cid: DiskCid, new_size: int) -> None:
+        self.disks().resize(disk_cid, new_size)
+
+    @boundary
+    def has_disk(self, disk_cid: DiskCid) -> bool:
+        return self.disks().exists(disk_cid)
+
+    @boundary
+    def attach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> DiskHint:
+        return self.disks().attach(vm_cid, disk_cid)
+
+    @boundary
+    def detach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
+        self.disks().detach(vm_cid, disk_cid)
+
+    @boundary
+    def set_disk_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
+        self.disks().set_metadata(disk_cid, metadata)
+
+    # -- snapshots
+    @boundary
+    def snapshot_disk(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
+        return SnapshotCid(self.disks().snapshot(disk_cid, metadata))
+
+    @boundary
+    def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
+        self.disks().delete_snapshot(snapshot_cid)

@@ -69,7 +69,7 @@ class BoshCloud:
         weight goes instead. Nothing may be connected or started here (no sockets, threads
         or credentials): every worker forked afterwards shares what is made."""
 
-    def _absent(self, method: str):
+    def _absent(self, method: str) -> CpiNotImplemented:
         return CpiNotImplemented(f"'{method}' is not implemented by the {self.name} cloud")
 
     def before_call(self, method: str) -> None:

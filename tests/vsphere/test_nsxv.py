@@ -14,8 +14,8 @@ import types
 import pytest
 
 from cpi import plan as plan_mode
-from cpi.clouds.vsphere import nsxv
 from cpi.clouds.vsphere.job_config import Nsx
+from cpi.clouds.vsphere.nsx import nsxv
 from cpi.clouds.vsphere.props import NsxVmProperties
 from cpi.errors import CloudError
 from tests.operator.test_plan import plan

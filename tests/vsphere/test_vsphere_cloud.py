@@ -12,7 +12,7 @@ import re
 import ssl
 import urllib.request
 
-from cpi.clouds.vsphere import iso
+from cpi.clouds.vsphere.vms import iso
 from tests.vsphere import target as vsphere_target
 
 VM_TYPE = {"cpu": 2, "ram": 512, "disk": 1024}

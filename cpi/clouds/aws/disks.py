@@ -33,7 +33,7 @@ from cpi.locks import locked
 from cpi.models import gib, snapshot_tags
 from cpi.validation import parse
 
-from . import errors, lookups, tags
+from . import errors, ids, lookups, tags
 from .job_config import AwsProperties
 from .props import DiskCloudProperties
 from .session import Aws
@@ -61,6 +61,8 @@ class Disks:
     # ------------------------------------------------------------ create / delete
 
     def create(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
+        if vm_cid is not None:
+            ids.instance(vm_cid)
         props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
         if vm_cid is not None:
             zone = lookups.instance(self.aws, vm_cid)["Placement"]["AvailabilityZone"]
@@ -116,6 +118,9 @@ class Disks:
             log.error("could not delete volume %s: %s; delete it by hand", disk_cid, errors.summary(exc))
 
     def delete(self, disk_cid: DiskCid) -> None:
+        if not ids.is_volume(disk_cid):
+            log.info("disk %s not found (not a volume ID): nothing to delete", disk_cid)
+            return
         try:
             self.aws.ec2("DeleteVolume", VolumeId=disk_cid, also=self._in_use_by_dying_vm(disk_cid))
         except Exception as exc:
@@ -129,12 +134,12 @@ class Disks:
         log.info("deleted %s", disk_cid)
 
     def exists(self, disk_cid: DiskCid) -> bool:
-        return lookups.volume(self.aws, disk_cid, missing_ok=True) is not None
+        return ids.is_volume(disk_cid) and lookups.volume(self.aws, disk_cid, missing_ok=True) is not None
 
     # ------------------------------------------------------------ size and type
 
     def resize(self, disk_cid: DiskCid, new_size: int) -> None:
-        volume = lookups.volume(self.aws, disk_cid)
+        volume = lookups.volume(self.aws, ids.volume(disk_cid))
         current, wanted = volume["Size"], gib(new_size)
         if wanted == current:
             log.info("disk %s is already %d GiB", disk_cid, current)
@@ -146,6 +151,7 @@ class Disks:
     def update(self, disk_cid: DiskCid, new_size: int, cloud_properties: dict) -> DiskCid | None:
         """In place where EBS can (size up, type, IOPS, throughput: ModifyVolume);
         NotSupported where it cannot (shrinking, encryption), so the director copies."""
+        ids.volume(disk_cid)
         props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
         volume = lookups.volume(self.aws, disk_cid)
         encrypted = self.properties.encrypted if props.encrypted is None else props.encrypted
@@ -205,6 +211,8 @@ class Disks:
     # ------------------------------------------------------------ attach / detach
 
     def attach(self, vm_cid: VmCid, disk_cid: DiskCid) -> str:
+        ids.instance(vm_cid)
+        ids.volume(disk_cid)
         with locked(self.properties.lock_directory(), vm_cid, timeout=self.properties.volume_wait_timeout):
             return self._attach(vm_cid, disk_cid)
 
@@ -291,6 +299,10 @@ class Disks:
         return transient
 
     def detach(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
+        ids.instance(vm_cid)
+        if not ids.is_volume(disk_cid):
+            log.info("disk %s not found (not a volume ID): nothing to detach", disk_cid)
+            return
         with locked(self.properties.lock_directory(), vm_cid, timeout=self.properties.volume_wait_timeout):
             self._detach(vm_cid, disk_cid)
 
@@ -355,19 +367,8 @@ class Disks:
             return _nvme_by_family(instance_type)
         return found[0].get("EbsInfo", {}).get("NvmeSupport") == "required"
 
-    def list_for_vm(self, vm_cid: VmCid) -> list[DiskCid]:
-        """Volumes attached as persistent disks: those not deleted with the VM."""
-        instance = lookups.instance(self.aws, vm_cid)
-        root = instance.get("RootDeviceName") or ""
-        return [
-            DiskCid(m["Ebs"]["VolumeId"])
-            for m in instance.get("BlockDeviceMappings", [])
-            if m.get("Ebs", {}).get("VolumeId")
-            and not m["Ebs"].get("DeleteOnTermination")
-            and not (m.get("DeviceName") == root or root.startswith(m.get("DeviceName") or "\0"))
-        ]
-
     def set_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
+        ids.volume(disk_cid)
         wanted = tags.clean(metadata)
         if not wanted:
             return
@@ -385,6 +386,7 @@ class Disks:
         metadata as tags, with the keys the official CPI adds (models.snapshot_tags), `device`
         and `Name`. It returns once EBS has the point-in-time copy (state `pending`);
         waiting for `completed` would hold the director for the whole upload to S3."""
+        ids.volume(disk_cid)
         volume = lookups.volume(self.aws, disk_cid)
         current = lookups.attachment(volume)
         device = current.get("Device") if current else None
@@ -411,6 +413,9 @@ class Disks:
         return SnapshotCid(snapshot["SnapshotId"])
 
     def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
+        if not ids.is_snapshot(snapshot_cid):
+            log.info("snapshot %s not found (not a snapshot ID): nothing to delete", snapshot_cid)
+            return
         try:
             self.aws.ec2("DeleteSnapshot", SnapshotId=snapshot_cid)
         except Exception as exc:

@@ -29,7 +29,7 @@ from cpi.errors import CloudError
 from cpi.models import gib
 from cpi.validation import parse
 
-from . import errors, lookups, tags
+from . import errors, ids, lookups, tags
 from .job_config import AwsProperties
 from .props import StemcellCloudProperties
 from .session import Aws
@@ -276,6 +276,9 @@ class Stemcells:
         snapshots it was made of; a missing image is success."""
         if stemcell_cid.endswith(LIGHT_SUFFIX):
             log.info("light stemcell %s: nothing to delete (the AMI is not ours)", stemcell_cid)
+            return
+        if not ids.is_image(stemcell_cid):
+            log.info("stemcell %s not found (not an AMI ID): nothing to delete", stemcell_cid)
             return
         image = lookups.image(self.aws, stemcell_cid)
         if image is None:

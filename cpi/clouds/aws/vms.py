@@ -353,6 +353,9 @@ class Vms:
     def delete(self, vm_cid: VmCid) -> None:
         """Terminate and wait until terminated: the persistent disks it held are then
         detached and its IP is free for the next VM."""
+        if not ids.is_instance(vm_cid):
+            log.info("VM %s not found (not an instance ID): nothing to delete", vm_cid)
+            return
         try:
             response = self.aws.ec2("TerminateInstances", InstanceIds=[vm_cid])
         except Exception as exc:
@@ -379,9 +382,10 @@ class Vms:
                     history=self.properties.history("instance terminated"))
 
     def exists(self, vm_cid: VmCid) -> bool:
-        return lookups.instance(self.aws, vm_cid, missing_ok=True) is not None
+        return ids.is_instance(vm_cid) and lookups.instance(self.aws, vm_cid, missing_ok=True) is not None
 
     def reboot(self, vm_cid: VmCid) -> None:
+        ids.instance(vm_cid)
         try:
             self.aws.ec2("RebootInstances", InstanceIds=[vm_cid])
         except Exception as exc:
@@ -395,7 +399,7 @@ class Vms:
     def set_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         """Tags on the instance and on the volumes it was created with (root, ephemeral: the
         ones deleted with it); persistent disks carry their own set_disk_metadata tags."""
-        instance = lookups.instance(self.aws, vm_cid)
+        instance = lookups.instance(self.aws, ids.instance(vm_cid))
         wanted = tags.clean(metadata)
         name = tags.vm_name(metadata)
         if name:
@@ -409,6 +413,18 @@ class Vms:
         ]
         self.aws.ec2("CreateTags", Resources=[vm_cid, *volumes], Tags=tags.api(wanted))
         log.info("tagged %s and %d volume(s) with %d tags", vm_cid, len(volumes), len(wanted))
+
+    def disks(self, vm_cid: VmCid) -> list[DiskCid]:
+        """Volumes attached as persistent disks: those not deleted with the VM."""
+        instance = lookups.instance(self.aws, ids.instance(vm_cid))
+        root = instance.get("RootDeviceName") or ""
+        return [
+            DiskCid(m["Ebs"]["VolumeId"])
+            for m in instance.get("BlockDeviceMappings", [])
+            if m.get("Ebs", {}).get("VolumeId")
+            and not m["Ebs"].get("DeleteOnTermination")
+            and not (m.get("DeviceName") == root or root.startswith(m.get("DeviceName") or "\0"))
+        ]
 
     def calculate_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
         """The smallest instance type (memory, then vCPUs, then family preference) among

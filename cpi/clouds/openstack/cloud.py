@@ -5,7 +5,8 @@ This module is what `cpi.clouds.openstack:OpenStackCloud` loads for every openst
 `info` included, so it imports neither openstacksdk nor keystoneauth1: the connection is
 built by session.OpenStack on the first request.
 
-Each public method runs inside `boundary` (cpi.clouds.base): API errors nobody expected become a CloudError
+Its BOSH methods are cpi.clouds.base.PartsCloud's, made of this cloud's parts (vms.py,
+disks.py, stemcells.py). Each runs inside `boundary`: API errors nobody expected become a CloudError
 naming the request and the service's answer, auth failures one naming the identity Keystone
 refused (never a secret); and the call's request count is logged, for the bench and for
 whoever reads the task log.
@@ -14,13 +15,12 @@ whoever reads the task log.
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from cpi.cids import AgentId, DiskCid, SnapshotCid, StemcellCid, VmCid
 from cpi.clouds import STEMCELL_FORMATS
-from cpi.clouds.base import Cloud, DiskHint, boundary
+from cpi.clouds.base import PartsCloud, boundary
 from cpi.errors import BoshError
-from cpi.models import Network, VMResources
+from cpi.models import AgentConfig, CallContext
 
 from . import errors
 from .props import (
@@ -32,8 +32,16 @@ from .props import (
     VMCloudProperties,
 )
 
+if TYPE_CHECKING:  # the parts and the session: imported by the first call that needs them
+    from cpi.clouds.inventory import Offer, Resource
 
-class OpenStackCloud(Cloud):
+    from .disks import Disks
+    from .session import OpenStack
+    from .stemcells import Stemcells
+    from .vms import Vms
+
+
+class OpenStackCloud(PartsCloud):
     can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted
     name = "openstack"
     stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["openstack"]
@@ -99,42 +107,42 @@ class OpenStackCloud(Cloud):
 
         preload()
 
-    def __init__(self, properties, agent, context):
+    def __init__(self, properties: OpenStackProperties, agent: AgentConfig, context: CallContext) -> None:
         super().__init__(properties, agent, context)
-        self._api = None
+        self._api: OpenStack | None = None
 
     @property
-    def api(self):
+    def api(self) -> OpenStack:
         if self._api is None:
             from .session import OpenStack
 
             self._api = OpenStack(self.properties)
         return self._api
 
-    def _vms(self):
+    def vms(self) -> Vms:
         from .vms import Vms
 
         return Vms(self.api, self.properties, self.agent, self.context)
 
-    def _disks(self):
+    def disks(self) -> Disks:
         from .disks import Disks
 
-        return Disks(self.api, self.properties, self._vms())
+        return Disks(self.api, self.properties, self.vms())
 
-    def _stemcells(self):
+    def stemcells(self) -> Stemcells:
         from .stemcells import Stemcells
 
         return Stemcells(self.api, self.properties)
 
     # -- the operator's side (read-only)
     @boundary
-    def inventory(self, kind: str):
+    def inventory(self, kind: str) -> list[Resource]:
         from . import inventory
 
         return inventory.inventory(self.api, kind)
 
     @boundary
-    def show(self, kind: str, cid: str):
+    def show(self, kind: str, cid: str) -> Resource | None:
         """By its id, as has_vm finds it: a server the official CPI made (no metadata of this
         CPI's), and a light stemcell's cid (an image someone else owns), which no listing
         holds."""
@@ -143,7 +151,7 @@ class OpenStackCloud(Cloud):
         return inventory.show(self.api, kind, cid)
 
     @boundary
-    def available(self, offer: str):
+    def available(self, offer: str) -> list[Offer]:
         from . import inventory
 
         return inventory.available(self.api, offer)
@@ -152,81 +160,3 @@ class OpenStackCloud(Cloud):
         from . import inspect  # `cpi validate --online`'s read-only checks: not on bin/cpi's path
 
         return inspect.check_cloud_config(self, items)
-
-    # -- stemcells
-    @boundary
-    def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
-        return StemcellCid(self._stemcells().create(image_path, cloud_properties, tags))
-
-    @boundary
-    def delete_stemcell(self, stemcell_cid: StemcellCid) -> None:
-        self._stemcells().delete(stemcell_cid)
-
-    # -- VMs
-    @boundary
-    def create_vm(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict,
-                  networks: dict[str, Network], disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
-        vm_cid, vm_networks = self._vms().create(agent_id, stemcell_cid, cloud_properties, networks, disk_cids, env)
-        return VmCid(vm_cid), vm_networks
-
-    @boundary
-    def delete_vm(self, vm_cid: VmCid) -> None:
-        self._vms().delete(vm_cid)
-
-    @boundary
-    def has_vm(self, vm_cid: VmCid) -> bool:
-        return self._vms().exists(vm_cid)
-
-    @boundary
-    def reboot_vm(self, vm_cid: VmCid) -> None:
-        self._vms().reboot(vm_cid)
-
-    @boundary
-    def set_vm_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
-        self._vms().set_metadata(vm_cid, metadata)
-
-    @boundary
-    def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
-        return self._vms().calculate_cloud_properties(resources)
-
-    # -- disks
-    @boundary
-    def create_disk(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
-        return DiskCid(self._disks().create(size, cloud_properties, vm_cid))
-
-    @boundary
-    def delete_disk(self, disk_cid: DiskCid) -> None:
-        self._disks().delete(disk_cid)
-
-    @boundary
-    def resize_disk(self, disk_cid: DiskCid, new_size: int) -> None:
-        self._disks().resize(disk_cid, new_size)
-
-    @boundary
-    def has_disk(self, disk_cid: DiskCid) -> bool:
-        return self._disks().exists(disk_cid)
-
-    @boundary
-    def attach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> DiskHint:
-        return self._disks().attach(vm_cid, disk_cid)
-
-    @boundary
-    def detach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
-        self._disks().detach(vm_cid, disk_cid)
-
-    @boundary
-    def get_disks(self, vm_cid: VmCid) -> list[DiskCid]:
-        return [DiskCid(disk_cid) for disk_cid in self._vms().disks(vm_cid)]
-
-    @boundary
-    def set_disk_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
-        self._disks().set_metadata(disk_cid, metadata)
-
-    # -- snapshots
-    @boundary
-    def snapshot_disk(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
-        return SnapshotCid(self._disks().snapshot(disk_cid, metadata))
-
-    @boundary
-    def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
-        self._disks().delete_snapshot(snapshot_cid)

@@ -6,7 +6,10 @@ settings, so a director switches between the two with one ops file.
 This module is what `cpi.clouds.vsphere:VsphereCloud` loads for every vsphere call, `info`
 included, so it imports no pyVmomi: the session is opened on the first request.
 
-Each public method runs inside `boundary` (cpi.clouds.base): a vCenter fault nobody expected becomes a
+Its BOSH methods are cpi.clouds.base.PartsCloud's, made of this cloud's parts (vms/vms.py,
+vms/disks.py, stemcells.py), but for what is its own: update_disk, the networks NSX-T makes,
+and calculate_vm_cloud_properties, answered without a session. Each runs inside
+`boundary`: a vCenter fault nobody expected becomes a
 CloudError naming the method and the fault (never a secret), and the call's request count
 is logged.
 """
@@ -14,20 +17,31 @@ is logged.
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from cpi.cids import AgentId, DiskCid, NetworkCid, SnapshotCid, StemcellCid, VmCid
+from cpi.cids import DiskCid, NetworkCid
 from cpi.clouds import STEMCELL_FORMATS
-from cpi.clouds.base import Cloud, DiskHint, boundary
+from cpi.clouds.base import PartsCloud, boundary
 from cpi.errors import BoshError, CloudError
-from cpi.models import Network, VMResources
+from cpi.models import AgentConfig, CallContext, VMResources
 
 from . import errors
 from .job_config import CONTEXT_ENDPOINTS, CONTEXT_OVERRIDES, CONTEXT_SECRETS, VsphereProperties
 from .props import DiskCloudProperties, ManagedNetworkCloudProperties, NetworkCloudProperties, VMCloudProperties
 
+if TYPE_CHECKING:  # the parts and the session: pyVmomi's, imported by the first call that needs them
+    from cpi.clouds.inventory import Offer, Resource
 
-class VsphereCloud(Cloud):
+    from .inventory import Inventory
+    from .nsx.nsxt.networks import Networks
+    from .placement.place import Place
+    from .session import Session
+    from .stemcells import Stemcells
+    from .vms.disks import Disks
+    from .vms.vms import Vms
+
+
+class VsphereCloud(PartsCloud):
     name = "vsphere"
     can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted (planned.py)
     stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["vsphere"]
@@ -70,15 +84,16 @@ class VsphereCloud(Cloud):
     def preload(cls) -> None:
         from pyVmomi import vim, vmodl  # noqa: F401 - the SDK's types, ahead of the forked workers
 
-        from . import disks, stemcells, vms  # noqa: F401
+        from . import stemcells  # noqa: F401
+        from .vms import disks, vms  # noqa: F401
 
-    def __init__(self, properties, agent, context):
+    def __init__(self, properties: VsphereProperties, agent: AgentConfig, context: CallContext) -> None:
         super().__init__(properties, agent, context)
-        self._session: Any = None
-        self._place: Any = None
+        self._session: Session | None = None
+        self._place: Place | None = None
 
     @property
-    def session(self):
+    def session(self) -> Session:
         if self._session is None:
             from . import session
 
@@ -87,45 +102,45 @@ class VsphereCloud(Cloud):
         return self._session
 
     @property
-    def place(self):
+    def place(self) -> Place:
         if self._place is None:
-            from .place import Place
+            from .placement.place import Place
 
             self._place = Place(self.session, self.properties, self.context.director_uuid)
         return self._place
 
-    def _vms(self):
-        from .vms import Vms
+    def vms(self) -> Vms:
+        from .vms.vms import Vms
 
         return Vms(self.session, self.place, self.agent, self.context)
 
-    def _disks(self):
-        from .disks import Disks
+    def disks(self) -> Disks:
+        from .vms.disks import Disks
 
-        return Disks(self.session, self.place, self._vms())
+        return Disks(self.session, self.place, self.vms())
 
-    def _stemcells(self):
+    def stemcells(self) -> Stemcells:
         from .stemcells import Stemcells
 
         return Stemcells(self.session, self.place)
 
     # -- the operator's side (read-only)
-    def _inventory(self):
+    def _inventory(self) -> Inventory:
         from .inventory import Inventory
 
         return Inventory(self.session, self.place)
 
     @boundary
-    def inventory(self, kind: str):
+    def inventory(self, kind: str) -> list[Resource]:
         return self._inventory().inventory(kind)
 
-    def show(self, kind: str, cid: str):
+    def show(self, kind: str, cid: str) -> Resource | None:
         """A disk by the cid the director knows too: the file's name with, after a ".", the
         datastore pattern it was made for (the listing knows the file's name alone)."""
         return super().show(kind, cid.partition(".")[0] if kind == "disks" else cid)
 
     @boundary
-    def available(self, offer: str):
+    def available(self, offer: str) -> list[Offer]:
         return self._inventory().available(offer)
 
     @boundary
@@ -135,11 +150,11 @@ class VsphereCloud(Cloud):
         return inspect.check_cloud_config(self, items)
 
     # -- managed networks (NSX-T's Manager API)
-    def _networks(self, method: str):
+    def _networks(self, method: str) -> Networks:
         from cpi.errors import NotSupported
 
-        from .nsxt.client import client_for
-        from .nsxt.networks import Networks
+        from .nsx.nsxt.client import client_for
+        from .nsx.nsxt.networks import Networks
 
         if self.properties.nsxt is None:
             raise CloudError(f"{method} makes networks through NSX-T's Manager API: cpi.json names no NSX-T manager "
@@ -159,89 +174,14 @@ class VsphereCloud(Cloud):
     def delete_network(self, network_cid: NetworkCid) -> None:
         self._networks("delete_network").delete(network_cid)
 
-    # -- stemcells
-    @boundary
-    def create_stemcell(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
-        return StemcellCid(self._stemcells().create(image_path, tags))
-
-    @boundary
-    def delete_stemcell(self, stemcell_cid: StemcellCid) -> None:
-        self._stemcells().delete(stemcell_cid)
-
-    # -- VMs
-    @boundary
-    def create_vm(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict,
-                  networks: dict[str, Network], disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
-        if disk_cids:
-            self.log.info("disk locality hint %s: the VM goes where its vm_type says; attach_disk moves a disk its "
-                          "host cannot reach", ", ".join(disk_cids))
-        vm_cid, vm_networks = self._vms().create(agent_id, stemcell_cid, cloud_properties, networks, env)
-        return VmCid(vm_cid), vm_networks
-
-    @boundary
-    def delete_vm(self, vm_cid: VmCid) -> None:
-        self._vms().delete(vm_cid)
-
-    @boundary
-    def has_vm(self, vm_cid: VmCid) -> bool:
-        return self._vms().exists(vm_cid)
-
-    @boundary
-    def reboot_vm(self, vm_cid: VmCid) -> None:
-        self._vms().reboot(vm_cid)
-
-    @boundary
-    def set_vm_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
-        self._vms().set_metadata(vm_cid, metadata)
-
+    # -- what is this cloud's own (cpi.clouds.parts)
     def calculate_vm_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
-        from .vms import Vms
+        """From the resources alone: no session is opened, and no boundary is needed."""
+        from .vms.vms import Vms
 
         return Vms.calculate_cloud_properties(resources)
 
-    # -- disks
-    @boundary
-    def create_disk(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
-        return DiskCid(self._disks().create(size, cloud_properties, vm_cid))
-
-    @boundary
-    def delete_disk(self, disk_cid: DiskCid) -> None:
-        self._disks().delete(disk_cid)
-
-    @boundary
-    def resize_disk(self, disk_cid: DiskCid, new_size: int) -> None:
-        self._disks().resize(disk_cid, new_size)
-
     @boundary
     def update_disk(self, disk_cid: DiskCid, new_size: int, cloud_properties: dict) -> DiskCid | None:
-        self._disks().update(disk_cid, new_size, cloud_properties)
+        self.disks().update(disk_cid, new_size, cloud_properties)
         return None
-
-    @boundary
-    def has_disk(self, disk_cid: DiskCid) -> bool:
-        return self._disks().exists(disk_cid)
-
-    @boundary
-    def attach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> DiskHint:
-        return self._disks().attach(vm_cid, disk_cid)
-
-    @boundary
-    def detach_disk(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
-        self._disks().detach(vm_cid, disk_cid)
-
-    @boundary
-    def get_disks(self, vm_cid: VmCid) -> list[DiskCid]:
-        return [DiskCid(disk_cid) for disk_cid in self._vms().disks(vm_cid)]
-
-    @boundary
-    def set_disk_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
-        self._disks().set_metadata(disk_cid, metadata)
-
-    # -- snapshots
-    @boundary
-    def snapshot_disk(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
-        return SnapshotCid(self._disks().snapshot(disk_cid))
-
-    @boundary
-    def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
-        self._disks().delete_snapshot(snapshot_cid)

@@ -5,14 +5,19 @@ followed: what every listing of this cloud goes through, so none costs a request
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from pyVmomi import vim, vmodl
+
     from .session import Session
 
+#: the kind of managed object asked about (pyVmomi's stubs type each)
+Kind = TypeVar("Kind")
 
-def retrieve(session: Session, object_specs: list[Any], kind: type, paths: list[str]
-             ) -> Iterator[tuple[Any, dict[str, Any]]]:
+
+def retrieve(session: Session, object_specs: list[vmodl.query.PropertyCollector.ObjectSpec], kind: type[Kind],
+             paths: list[str]) -> Iterator[tuple[Kind, dict[str, Any]]]:
     """(object, {property path: value}) of each object of `kind` the object specs reach."""
     from pyVmomi import vmodl
 
@@ -21,7 +26,8 @@ def retrieve(session: Session, object_specs: list[Any], kind: type, paths: list[
     yield from retrieve_specs(session, [spec])
 
 
-def retrieve_specs(session: Session, filter_specs: list[Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
+def retrieve_specs(session: Session, filter_specs: list[vmodl.query.PropertyCollector.FilterSpec]
+                   ) -> Iterator[tuple[Any, dict[str, Any]]]:
     """(object, {property path: value}) of each object the filter specs select: several
     kinds, each with its properties, in one request."""
     from pyVmomi import vmodl
@@ -34,7 +40,7 @@ def retrieve_specs(session: Session, filter_specs: list[Any]) -> Iterator[tuple[
         result = pc.ContinueRetrievePropertiesEx(token=result.token) if result.token else None
 
 
-def of(session: Session, objects: list[Any], kind: type, paths: list[str]) -> list[tuple[Any, dict[str, Any]]]:
+def of(session: Session, objects: list[Kind], kind: type[Kind], paths: list[str]) -> list[tuple[Kind, dict[str, Any]]]:
     """The properties `paths` of each of `objects` (all of `kind`)."""
     from pyVmomi import vmodl
 
@@ -43,7 +49,8 @@ def of(session: Session, objects: list[Any], kind: type, paths: list[str]) -> li
     return list(retrieve(session, [vmodl.query.PropertyCollector.ObjectSpec(obj=o) for o in objects], kind, paths))
 
 
-def children(session: Session, folder: Any, kind: type, paths: list[str]) -> list[tuple[Any, dict[str, Any]]]:
+def children(session: Session, folder: vim.Folder, kind: type[Kind], paths: list[str]
+             ) -> list[tuple[Kind, dict[str, Any]]]:
     """The properties of each direct child of `folder` that is a `kind`."""
     from pyVmomi import vim, vmodl
 
@@ -52,7 +59,8 @@ def children(session: Session, folder: Any, kind: type, paths: list[str]) -> lis
     return list(retrieve(session, [collector.ObjectSpec(obj=folder, skip=True, selectSet=[walk])], kind, paths))
 
 
-def below(session: Session, root: Any, kind: type, paths: list[str]) -> Iterator[tuple[Any, dict[str, Any]]]:
+def below(session: Session, root: vim.ManagedEntity, kind: type[Kind], paths: list[str]
+          ) -> Iterator[tuple[Kind, dict[str, Any]]]:
     """The properties of each `kind` anywhere below `root` (a container view, destroyed after)."""
     from pyVmomi import vmodl
 

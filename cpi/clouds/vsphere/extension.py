@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import errors
 
 if TYPE_CHECKING:
+    from pyVmomi import vim
+
     from .session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
@@ -69,7 +71,7 @@ def register(session: Session) -> None:
     _known[session] = True
 
 
-def managed_by(session: Session) -> Any:
+def managed_by(session: Session) -> vim.ext.ManagedByInfo | None:
     """The mark for a VM or stemcell this call makes; None when the vCenter lacks the
     extension (one request the first time a session asks)."""
     from pyVmomi import vim

@@ -25,15 +25,17 @@ from cpi.clouds.findings import VM_KINDS, Finding, Item, missing, references
 from cpi.errors import BoshError, CloudError, CpiError
 from cpi.validation import parse
 
-from . import lookups, nsxt, nsxv, passthrough, pbm, pods
+from . import lookups, passthrough
 from .job_config import ClusterProperties
-from .props import NsxtLoadBalancer, NsxtVmProperties, VMCloudProperties
+from .nsx import nsxt, nsxt_refusal, nsxv
+from .placement import pbm, pods
+from .props import PASSTHROUGH_KEYS, NsxtLoadBalancer, NsxtVmProperties, VMCloudProperties
 
 if TYPE_CHECKING:
     from typing import Protocol
 
     from .job_config import VsphereProperties
-    from .place import Place
+    from .placement.place import Place
     from .session import Session
 
     class VsphereCloud(Protocol):
@@ -136,8 +138,8 @@ def _passthrough(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
     against the hosts of its clusters as create_vm would (one request per cluster, one for
     their hosts)."""
     findings = []
-    for item, props in _asking(items, passthrough.KEYS):
-        if not passthrough.asked(props):
+    for item, props in _asking(items, PASSTHROUGH_KEYS):
+        if not props.asks_passthrough:
             continue
         try:
             placements = cloud.place.clusters(props.datacenters[0].clusters if props.datacenters else None)
@@ -184,7 +186,7 @@ def _nsx(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
 def _nsxt(manager: nsxt.Nsxt | None, properties: Any, path: str, asked: NsxtVmProperties) -> list[Finding]:
     """`asked`'s groups and its server pools, each looked up apart (so that both are
     checked, each under its key) as nsxt.Nsxt.prepare looks them up for create_vm."""
-    refused = nsxt.refusal(properties)
+    refused = nsxt_refusal(properties)
     if refused:
         return [Finding(path, refused)]
     assert manager is not None  # cpi.json names the manager

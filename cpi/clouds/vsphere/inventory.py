@@ -23,16 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.clouds.inventory import Offer, Resource, read_so_far
 
-from . import collector, devices, tasks
+from . import collector, tasks
+from .collector import Kind
 from .names import ORIGIN_KEYS, SNAPSHOTS
+from .vms import devices
 
 if TYPE_CHECKING:
-    from .place import Place
+    from .placement.place import Place
     from .session import Session
 
 
-def _collect(session: Session, root: Any, kind: type, paths: list[str]) -> list[tuple[Any, dict[str, Any]]]:
-    found = []
+def _collect(session: Session, root: Any, kind: type[Kind], paths: list[str]) -> list[tuple[Kind, dict[str, Any]]]:
+    found: list[tuple[Kind, dict[str, Any]]] = []
     for item in collector.below(session, root, kind, paths):
         found.append(item)
         read_so_far(kind.__name__.rsplit(".", 1)[-1], len(found))
@@ -133,8 +135,8 @@ class Inventory:
     def _disks(self) -> list[Resource]:
         attached: dict[str, str] = {}
         for _, values in self._vms(with_devices=True):
-            for cid in devices.persistent(list(values.get("config.hardware.device") or []), self.disk_path):
-                attached[cid] = values["name"]
+            for disk_cid in devices.persistent(list(values.get("config.hardware.device") or []), self.disk_path):
+                attached[disk_cid] = values["name"]
         found = []
         for datastore, name, size, modified in self._files(self.disk_path):
             cid = name[: -len(".vmdk")]

@@ -17,14 +17,19 @@ are cpi.json's and so the operator's to fix.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cpi.errors import CloudError, NetworkNotFound
 
 from . import collector
 
 if TYPE_CHECKING:
+    from pyVmomi import vim
+
     from .session import Session
+
+#: the kind of managed object a lookup expects (pyVmomi's own stubs type them)
+Found = TypeVar("Found")
 
 
 def _find(session: Session, path: str) -> Any:
@@ -36,7 +41,8 @@ def _kind(obj: Any) -> str:
     return type(obj).__name__.rsplit(".", 1)[-1]
 
 
-def _check(found: Any, expected: type, what: str, path: str, missing: type[CloudError] = CloudError) -> Any:
+def _check(found: Any, expected: type[Found], what: str, path: str,
+           missing: type[CloudError] = CloudError) -> Found:
     if found is None:
         raise missing(f"{what} not found (looked up at inventory path '{path}')")
     if not isinstance(found, expected):
@@ -48,14 +54,14 @@ def _join(*parts: str) -> str:
     return "/".join(part.strip("/") for part in parts if part and part.strip("/"))
 
 
-def datacenter(session: Session, name: str) -> Any:
+def datacenter(session: Session, name: str) -> vim.Datacenter:
     """The datacenter `name` (at the root of the inventory, or a path through folders)."""
     from pyVmomi import vim
 
     return _check(_find(session, name), vim.Datacenter, f"datacenter '{name}'", name)
 
 
-def cluster(session: Session, datacenter_name: str, name: str) -> Any:
+def cluster(session: Session, datacenter_name: str, name: str) -> vim.ClusterComputeResource:
     """The cluster `name` of the datacenter (a path if it is in a host folder)."""
     from pyVmomi import vim
 
@@ -64,7 +70,8 @@ def cluster(session: Session, datacenter_name: str, name: str) -> Any:
                   f"cluster '{name}' in datacenter '{datacenter_name}'", path)
 
 
-def resource_pool(session: Session, datacenter_name: str, cluster_name: str, pool: str | None = None) -> Any:
+def resource_pool(session: Session, datacenter_name: str, cluster_name: str,
+                  pool: str | None = None) -> vim.ResourcePool:
     """The resource pool `pool` of a cluster, as props.py defines it: a path below its root
     pool (`parent/child`: one request), else a pool of that name anywhere below it (one more
     request, reading the names of the cluster's pools only); None or empty: the root pool."""
@@ -86,7 +93,7 @@ def resource_pool(session: Session, datacenter_name: str, cluster_name: str, poo
     return _check(found, vim.ResourcePool, what, path)
 
 
-def _pools_below(session: Session, root: Any) -> list[tuple[Any, str]]:
+def _pools_below(session: Session, root: vim.ResourcePool) -> list[tuple[Any, str]]:
     """Every resource pool (and vApp) below `root`, with its name: one PropertyCollector
     request walking `resourcePool` down from the root (pages followed, should there be many)."""
     from pyVmomi import vim, vmodl
@@ -98,7 +105,7 @@ def _pools_below(session: Session, root: Any) -> list[tuple[Any, str]]:
         session, [spec.ObjectSpec(obj=root, skip=True, selectSet=[walk])], vim.ResourcePool, ["name"])]
 
 
-def datastore(session: Session, datacenter_name: str, name: str) -> Any:
+def datastore(session: Session, datacenter_name: str, name: str) -> vim.Datastore:
     """The datastore `name` of the datacenter."""
     from pyVmomi import vim
 
@@ -106,7 +113,7 @@ def datastore(session: Session, datacenter_name: str, name: str) -> Any:
     return _check(_find(session, path), vim.Datastore, f"datastore '{name}' in datacenter '{datacenter_name}'", path)
 
 
-def folder(session: Session, datacenter_name: str, path_below: str) -> Any:
+def folder(session: Session, datacenter_name: str, path_below: str) -> vim.Folder:
     """The VM folder at `path_below` the datacenter's VM folder (`BOSH_VMs`, `a/b`)."""
     from pyVmomi import vim
 
@@ -115,7 +122,7 @@ def folder(session: Session, datacenter_name: str, path_below: str) -> Any:
                   path)
 
 
-def network(session: Session, datacenter_name: str, name: str) -> Any:
+def network(session: Session, datacenter_name: str, name: str) -> vim.Network:
     """The network `name` of the datacenter: a standard port group, a distributed port
     group or an opaque (NSX) network, or a path (`folder/name`) where names repeat. One
     request however many networks the datacenter has."""

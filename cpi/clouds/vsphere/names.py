@@ -1,5 +1,5 @@
 """Names the vSphere modules share: the extraConfig keys that say whose a VM is, and the
-folder snapshots are kept in. Here, not in vms.py or disks.py, so that a reader of VMs or
+folder snapshots are kept in. Here, not in vms/vms.py or vms/disks.py, so that a reader of VMs or
 disks (inventory.py, `cpi list`, `cpi orphans`) takes two strings without importing the
 modules that make and delete them."""
 

@@ -33,9 +33,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cpi.cids import VmCid
 from cpi.errors import VMCreationFailed
 
 from . import collector, errors, lookups, tasks
+from .placement.chosen import Found
+from .props import PASSTHROUGH_KEYS
 
 if TYPE_CHECKING:
     from .props import VMCloudProperties
@@ -43,18 +46,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
-#: the vm_type keys this module drives
-KEYS = ("vgpus", "pci_passthroughs", "device_groups")
 #: the component devices of a device group that are vGPUs, as vSphere names their type
 VGPU_COMPONENT = "nvidiaVgpu"
 #: how a vCenter without vendor device groups answers RetrieveVendorDeviceGroupInfo
 _LACKS_METHOD = ("MethodNotFound", "NotSupported", "InvalidRequest")
-
-
-def asked(props: VMCloudProperties) -> bool:
-    """Whether the vm_type asks for any of the three (then the hardware is upgraded to the
-    newest version and all memory reserved, as vSphere requires of passthrough)."""
-    return any(getattr(props, key) for key in KEYS)
 
 
 def _pci(vendor_id: int, device_id: int) -> str:
@@ -72,14 +67,6 @@ class Offer:
     groups: dict[str, list[str]] = field(default_factory=dict)
     #: why the host offers no device groups, when it could not say (an older vCenter)
     groups_lacking: str = ""
-
-
-@dataclass
-class Found:
-    """The clusters whose hosts offer what the vm_type asks, and the device groups' vGPUs."""
-
-    clusters: list[str]
-    groups: dict[str, list[str]]
 
 
 def check(session: Session, datacenter: str, clusters: list[str], props: VMCloudProperties) -> Found:
@@ -205,7 +192,7 @@ def _lacking(cluster: str, offers: list[Offer], props: VMCloudProperties) -> str
     """Why no host of `cluster` will do: the first thing asked that none offers, or that no
     one host offers all of it."""
     if not offers:
-        keys = ", ".join(k for k in KEYS if getattr(props, k))
+        keys = ", ".join(k for k in PASSTHROUGH_KEYS if getattr(props, k))
         return f"vm_type {keys}: cluster {cluster} has no connected host out of maintenance mode"
     union = Offer(host="")
     for offer in offers:
@@ -232,14 +219,14 @@ def _lacking(cluster: str, offers: list[Offer], props: VMCloudProperties) -> str
                     f"offer {offered(union.groups, why)})")
     each = "; ".join(f"{o.host}: vGPU profiles {offered(o.profiles)}, PCI devices {offered(o.devices)}, device groups "
                      f"{offered(o.groups)}" for o in offers)
-    return (f"vm_type {', '.join(k for k in KEYS if getattr(props, k))}: no one host of cluster {cluster} offers all "
-            f"that is asked together ({each})")
+    asked = ", ".join(k for k in PASSTHROUGH_KEYS if getattr(props, k))
+    return f"vm_type {asked}: no one host of cluster {cluster} offers all that is asked together ({each})"
 
 
 # ---------------------------------------------------------------- the devices
 
 
-def attach(session: Session, vm: Any, vm_cid: str, props: VMCloudProperties, found: Found) -> None:
+def attach(session: Session, vm: Any, vm_cid: VmCid, props: VMCloudProperties, found: Found) -> None:
     """Give the VM its vGPUs, PCI devices and device groups (after its hardware upgrade).
     Each reconfiguration whose answer was lost is looked for on the VM before it is sent
     again (tasks.run), so none is added twice."""
@@ -275,7 +262,7 @@ def attach(session: Session, vm: Any, vm_cid: str, props: VMCloudProperties, fou
 def _add(backing: Any, key: int) -> Any:
     from pyVmomi import vim
 
-    from . import devices
+    from .vms import devices
 
     return devices.add(vim.vm.device.VirtualPCIPassthrough(key=key, backing=backing))
 

@@ -175,6 +175,10 @@ class Tag(_Strict):
     tag: str = Field(..., min_length=1, description="Name of the tag; it must exist in the category.")
 
 
+#: the vm_type keys that ask for passthrough devices (passthrough.py drives them)
+PASSTHROUGH_KEYS = ("vgpus", "pci_passthroughs", "device_groups")
+
+
 class VMCloudProperties(_Strict):
     """vm_type (and vm_extension, AZ) cloud_properties: what create_vm makes. The VM is a
     linked clone of the stemcell (a full clone when `root_disk_size_gb` grows its root disk)
@@ -243,6 +247,12 @@ class VMCloudProperties(_Strict):
     plugins: dict[str, Any] | None = Field(
         None, description="Settings for the official CPI's Ruby plug-ins, by plug-in name. This CPI loads none "
         "(cpi.json's `plugins` must be empty), so they have no effect.")
+
+    @property
+    def asks_passthrough(self) -> bool:
+        """Whether the vm_type asks for any of PASSTHROUGH_KEYS (then the hardware is upgraded
+        to the newest version and all memory reserved, as vSphere requires of passthrough)."""
+        return any(getattr(self, key) for key in PASSTHROUGH_KEYS)
 
 
 # ---------------------------------------------------------------- disk_type cloud_properties

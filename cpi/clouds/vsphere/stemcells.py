@@ -24,14 +24,16 @@ import os
 import tarfile
 import tempfile
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cpi import locks, waits
+from cpi.cids import StemcellCid
 from cpi.errors import CloudError
 
 from . import collector, errors, extension, metadata, tasks, transfer
-from .place import Place, describe, pick
+from .placement.datastores import describe, pick
+from .placement.place import Place
+from .templates import Template
 
 if TYPE_CHECKING:
     from .session import Session
@@ -42,17 +44,7 @@ SNAPSHOT_NAME = "bosh-linked-clone"
 LEASE_SCHEDULE = waits.Schedule(first=0.1, factor=1.5, cap=2.0)
 
 
-@dataclass(frozen=True)
-class Template:
-    """A VM of the template folder: a stemcell or one of its copies."""
-
-    name: str
-    ref: Any
-    datastores: tuple[str, ...]  # managed object ids of its datastores
-    snapshot: Any  # its current snapshot, None when it has none
-
-
-def replica_name(stemcell_cid: str, datastore_name: str) -> str:
+def replica_name(stemcell_cid: StemcellCid, datastore_name: str) -> str:
     """`sc-X %2f <datastore>`: vSphere shows `sc-X / <datastore>` (a name's `/`, `%` and backslash
     are escaped, as vSphere escapes them). The official CPI puts the datastore's managed
     object id there instead; copies are found by the datastore they are on, not by name, so
@@ -69,7 +61,7 @@ class Stemcells:
 
     # ------------------------------------------------------------ reading the template folder
 
-    def templates(self, stemcell_cid: str) -> list[Template]:
+    def templates(self, stemcell_cid: StemcellCid) -> list[Template]:
         """The stemcell `stemcell_cid` and its copies: one request listing the template
         folder (none when the folder is not there)."""
         from pyVmomi import vim
@@ -88,10 +80,11 @@ class Stemcells:
 
     # ------------------------------------------------------------ create_stemcell
 
-    def create(self, image_path: str, tags: dict[str, str]) -> str:
+    def create(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
+        """`cloud_properties` is BOSH's argument, which this cloud does not read."""
         from pyVmomi import vim
 
-        stemcell_cid = f"sc-{uuid.uuid4()}"
+        stemcell_cid = StemcellCid(f"sc-{uuid.uuid4()}")
         with tempfile.TemporaryDirectory(prefix="cpi-vsphere-stemcell-") as workdir:
             ovf_path = self._unpack(image_path, workdir)
             with open(ovf_path, encoding="utf-8") as handle:
@@ -145,7 +138,7 @@ class Stemcells:
 
         return lookups.resource_pool(self.session, self.place.config.name, cluster_name, resource_pool)
 
-    def _import(self, spec: Any, pool: Any, folder: Any, workdir: str, stemcell_cid: str) -> Any:
+    def _import(self, spec: Any, pool: Any, folder: Any, workdir: str, stemcell_cid: StemcellCid) -> Any:
         """The VM ImportVApp makes, its disks uploaded; the lease aborted and what it made
         destroyed when anything fails."""
         from pyVmomi import vim
@@ -189,14 +182,15 @@ class Stemcells:
             except Exception as exc:  # noqa: BLE001 - the import's own failure is what the call reports
                 log.warning("create_stemcell: aborting the import lease failed: %s", errors.describe(exc))
             if vm is None:
-                vm = self._find_by_name(stemcell_cid)
+                vm = self._find_by_name(stemcell_cid, stemcell_cid)
             if isinstance(vm, vim.VirtualMachine):
                 self._destroy(vm, stemcell_cid)
             raise
         return vm
 
-    def _find_by_name(self, name: str, stemcell_cid: str | None = None) -> Any:
-        for template in self.templates(stemcell_cid or name):
+    def _find_by_name(self, name: str, stemcell_cid: StemcellCid) -> Any:
+        """The template called `name` among the stemcell's and its copies."""
+        for template in self.templates(stemcell_cid):
             if template.name == name:
                 return template.ref
         return None
@@ -211,7 +205,7 @@ class Stemcells:
 
     # ------------------------------------------------------------ delete_stemcell
 
-    def delete(self, stemcell_cid: str) -> None:
+    def delete(self, stemcell_cid: StemcellCid) -> None:
         found = self.templates(stemcell_cid)
         if not found:
             log.info("delete_stemcell: %s is not there (deleted before?)", stemcell_cid)
@@ -221,7 +215,7 @@ class Stemcells:
 
     # ------------------------------------------------------------ the copy a VM is cloned from
 
-    def source_on(self, stemcell_cid: str, datastore: Any, datastore_name: str) -> Template:
+    def source_on(self, stemcell_cid: StemcellCid, datastore: Any, datastore_name: str) -> Template:
         """The stemcell's copy on `datastore`, with its snapshot: the original when it is
         there, else a copy, made (under the copy's lock) when missing or unfinished."""
         found = self.templates(stemcell_cid)
@@ -239,7 +233,7 @@ class Stemcells:
             copy = next((t for t in found if t.name == name or (datastore._moId in t.datastores
                                                                 and t.name != stemcell_cid)), None)
             if copy is None:
-                copy = self._replicate(original, datastore, name)
+                copy = self._replicate(stemcell_cid, original, datastore, name)
             if copy.snapshot is None:
                 log.info("finishing the copy %s: its snapshot", copy.name)
                 copy = Template(copy.name, copy.ref, copy.datastores, self._snapshot(copy.ref, copy.name))
@@ -254,7 +248,7 @@ class Stemcells:
         return tasks.run(self.session, lambda: vm.CreateSnapshot_Task(name=SNAPSHOT_NAME, memory=False, quiesce=False),
                          f"snapshot of {name}", done=made)
 
-    def _replicate(self, original: Template, datastore: Any, name: str) -> Template:
+    def _replicate(self, stemcell_cid: StemcellCid, original: Template, datastore: Any, name: str) -> Template:
         from pyVmomi import vim
 
         pool = original.ref.resourcePool
@@ -264,12 +258,12 @@ class Stemcells:
                                 powerOn=False, config=vim.vm.ConfigSpec(managedBy=extension.managed_by(self.session)))
         try:
             vm = tasks.run(self.session, lambda: original.ref.CloneVM_Task(folder=folder, name=name, spec=spec),
-                           f"copy of stemcell as {name}", done=lambda: self._find_by_name(name, original.name))
+                           f"copy of stemcell as {name}", done=lambda: self._find_by_name(name, stemcell_cid))
         except vim.fault.DuplicateName:  # made meanwhile by a process of another machine
-            vm = next(t.ref for t in self.templates(original.name) if t.name == name)
+            vm = next(t.ref for t in self.templates(stemcell_cid) if t.name == name)
         return Template(name, vm, (datastore._moId,), None)
 
 
 class StemcellMissing(CloudError):
-    def __init__(self, stemcell_cid: str):
+    def __init__(self, stemcell_cid: StemcellCid):
         super().__init__(f"stemcell '{stemcell_cid}' not found in the template folder")

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cpi import waits
+from cpi.cids import VmCid
 from cpi.errors import CloudError
 
 from .client import Client
@@ -73,7 +74,7 @@ class Policy:
     def pools(self) -> list[dict[str, Any]]:
         return self.client.pages(f"{API}/infra/lb-pools")
 
-    def external_id(self, vm_cid: str, wait: float = DISCOVERY_SECONDS) -> str | None:
+    def external_id(self, vm_cid: VmCid, wait: float = DISCOVERY_SECONDS) -> str | None:
         """NSX's id of the VM `vm_cid`: with `wait`, once its inventory has it (a WaitTimeout
         after `wait` seconds); without, None when NSX does not see it (a VM on no NSX segment)."""
         query = urllib.parse.urlencode({"query": f"display_name:{vm_cid}"})
@@ -88,7 +89,7 @@ class Policy:
 
     # ------------------------------------------------------------ changes
 
-    def join_groups(self, vm_cid: str, group_ids: list[str]) -> None:
+    def join_groups(self, vm_cid: VmCid, group_ids: list[str]) -> None:
         external_id = self.external_id(vm_cid)
         if external_id is None:  # a plan, which waits for nothing
             return
@@ -97,7 +98,7 @@ class Policy:
                                 lambda group: add_member(group, vm_cid, external_id))
             log.info("create_vm: %s joined NSX-T group %s", vm_cid, group_id)
 
-    def leave_groups(self, vm_cid: str) -> None:
+    def leave_groups(self, vm_cid: VmCid) -> None:
         external_id = self.external_id(vm_cid, wait=0)
         if external_id is None:
             return  # NSX does not see it: no group can hold it
@@ -116,7 +117,7 @@ class Policy:
         return sorted({pool["member_group"]["group_path"].rsplit("/", 1)[-1] for pool in listed
                        if pool.get("display_name") in named and (pool.get("member_group") or {}).get("group_path")})
 
-    def join_pools(self, vm_cid: str, ip: str | None, server_pools: list[tuple[str, int | None]]) -> None:
+    def join_pools(self, vm_cid: VmCid, ip: str | None, server_pools: list[tuple[str, int | None]]) -> None:
         """Add the VM to each named pool: a static pool gets a member named `vm_cid` (its `ip`,
         on the port; none without an address: `cpi plan`); a dynamic one (whose members are
         a group's) gets the VM in that group."""
@@ -140,7 +141,7 @@ class Policy:
 
                 self.client.changed(f"{API}/infra/lb-pools/{pool_id}", add)
 
-    def leave_pools(self, vm_cid: str, addresses: Callable[[], set[str]]) -> None:
+    def leave_pools(self, vm_cid: VmCid, addresses: Callable[[], set[str]]) -> None:
         for pool in self.pools():
             if any(is_mine(m, vm_cid, addresses) for m in pool.get("members") or []):
                 def drop(current: dict[str, Any]) -> bool:
@@ -151,7 +152,7 @@ class Policy:
 
                 self.client.changed(f"{API}/infra/lb-pools/{pool['id']}", drop)
 
-    def tag_ports(self, vm_cid: str, attachments: list[str], metadata: dict[str, str],
+    def tag_ports(self, vm_cid: VmCid, attachments: list[str], metadata: dict[str, str],
                   wait: float = DISCOVERY_SECONDS) -> int:
         """Tag the segment ports of the VM's NICs (their attachment ids, which vSphere shows as
         each NIC's externalId) with `bosh/<key>` for each metadata key; how many were tagged.
@@ -174,7 +175,7 @@ class Policy:
         return tagged
 
 
-def add_member(group: dict[str, Any], vm_cid: str, external_id: str) -> bool:
+def add_member(group: dict[str, Any], vm_cid: VmCid, external_id: str) -> bool:
     """Put `external_id` in the group's VirtualMachine ExternalIDExpressions, as the official
     CPI does; False when it is there already."""
     expressions = group.setdefault("expression", [])

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from cpi import waits
+from cpi.cids import VmCid
 
 log = logging.getLogger("cpi.clouds.vsphere")
 T = TypeVar("T")
@@ -29,7 +30,7 @@ def discovered(look: Callable[[], waits.Check[T]], *, what: str, wait: float) ->
     return waits.until(look, what=what, timeout=wait, schedule=DISCOVERY_SCHEDULE, log=log)
 
 
-def is_mine(member: dict[str, Any], vm_cid: str, addresses: Callable[[], set[str]]) -> bool:
+def is_mine(member: dict[str, Any], vm_cid: VmCid, addresses: Callable[[], set[str]]) -> bool:
     """Whether a pool member is the VM's: named after it (as this CPI and the official one
     name them), or unnamed (as older official CPIs added them) at one of its `addresses()`
     (asked only for an unnamed member)."""

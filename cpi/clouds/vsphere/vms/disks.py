@@ -39,15 +39,17 @@ from cpi.errors import CloudError, DiskNotAttached, DiskNotFound, NotSupported
 from cpi.errors import NotImplemented as CpiNotImplemented
 from cpi.validation import parse
 
-from . import devices, errors, records, tasks
-from .names import SNAPSHOTS
-from .patterns import compile_pattern
-from .place import Datastore, Place, describe, pick
-from .props import DiskCloudProperties
+from .. import errors, tasks
+from ..names import SNAPSHOTS
+from ..patterns import compile_pattern
+from ..placement.datastores import Datastore, describe, pick
+from ..placement.place import Place
+from ..props import DiskCloudProperties
+from . import devices, records
 
 if TYPE_CHECKING:
-    from .session import Session
-    from .vms import Vms
+    from ..session import Session
+    from .existing import ExistingVms
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -56,7 +58,8 @@ class ParsedDiskCid:
     """A director's disk cid (cpi.cids.DiskCid) read apart: the file's name, and the
     datastore pattern the official CPI encodes after a dot."""
 
-    value: str
+    #: the file's name: the disk's cid as the vCenter and the VMs' records know it
+    value: DiskCid
     target_pattern: str | None
 
     @classmethod
@@ -69,7 +72,7 @@ class ParsedDiskCid:
                     "target_datastore_pattern")
             except (binascii.Error, ValueError, AttributeError):
                 log.warning("disk cid %s: its suffix is not the official CPI's metadata; ignored", raw)
-        return cls(value, pattern if isinstance(pattern, str) else None)
+        return cls(DiskCid(value), pattern if isinstance(pattern, str) else None)
 
     @staticmethod
     def encode(value: str, pattern: str) -> str:
@@ -86,7 +89,7 @@ class Found:
 
 
 class Disks:
-    def __init__(self, session: Session, place: Place, vms: Vms):
+    def __init__(self, session: Session, place: Place, vms: ExistingVms) -> None:
         self.session = session
         self.place = place
         self.properties = place.properties
@@ -242,7 +245,7 @@ class Disks:
             self._record(vm, vm_cid, attached, cid.value)
             return self._hint(vm, attached)
 
-    def _record(self, vm: Any, vm_cid: VmCid, disk: Any, value: str) -> None:
+    def _record(self, vm: Any, vm_cid: VmCid, disk: Any, value: DiskCid) -> None:
         """Record the attached disk in the VM's vApp properties as the official CPI does
         (records.py), unless it is recorded already: a second request, as there, since the
         device's key is vSphere's to give. A record of that key naming another disk (a key
@@ -355,7 +358,9 @@ class Disks:
         log.info("set_disk_metadata: %s: %d keys not kept (vSphere has no place for a disk's metadata)", raw,
                  len(values))
 
-    def snapshot(self, raw: DiskCid) -> SnapshotCid:
+    def snapshot(self, raw: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
+        """`metadata` is BOSH's argument, which this cloud does not keep (a snapshot here is a
+        copy of the disk's file)."""
         from pyVmomi import vim
 
         found = self.require(raw)

@@ -10,7 +10,17 @@ The ephemeral disk is the one named `ephemeral_disk.vmdk`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from cpi.cids import DiskCid
+
+if TYPE_CHECKING:  # pyVmomi's own stubs; the SDK itself loads on the first request
+    from pyVmomi import vim
+
+    Device = vim.vm.device.VirtualDevice
+    Disk = vim.vm.device.VirtualDisk
+    Controller = vim.vm.device.VirtualController
+    DeviceSpec = vim.vm.device.VirtualDeviceSpec
 
 EPHEMERAL_FILE = "ephemeral_disk.vmdk"
 #: SCSI unit 7 is the controller's own
@@ -23,34 +33,37 @@ def _vim() -> Any:
     return vim
 
 
-def disks(devices: list[Any]) -> list[Any]:
-    return [d for d in devices if isinstance(d, _vim().vm.device.VirtualDisk)]
+def disks(devices: list[Device]) -> list[Disk]:
+    from pyVmomi import vim
+
+    return [d for d in devices if isinstance(d, vim.vm.device.VirtualDisk)]
 
 
-def file_of(device: Any) -> str:
+def file_of(device: Device) -> str:
     return getattr(device.backing, "fileName", "") or ""
 
 
-def persistent(devices: list[Any], disk_path: str, recorded: dict[int, str] | None = None) -> dict[str, Any]:
+def persistent(devices: list[Device], disk_path: str,
+               recorded: dict[int, DiskCid] | None = None) -> dict[DiskCid, Disk]:
     """The persistent disks among `devices`, by disk cid: those in disk_path, and those the
     VM's records name (`recorded`: device key → cid, records.labels), wherever vSphere has
     moved them since (Storage vMotion moves them into the VM's folder)."""
     marker = f"] {disk_path.strip('/')}/"
-    found = {}
+    found: dict[DiskCid, Disk] = {}
     for disk in disks(devices):
         name = file_of(disk)
         if recorded and disk.key in recorded:
             found[recorded[disk.key]] = disk
         elif marker in name and name.endswith(".vmdk"):
-            found[name.rsplit("/", 1)[-1][: -len(".vmdk")]] = disk
+            found[DiskCid(name.rsplit("/", 1)[-1][: -len(".vmdk")])] = disk
     return found
 
 
-def ephemeral(devices: list[Any]) -> Any:
+def ephemeral(devices: list[Device]) -> Any:
     return next((d for d in disks(devices) if file_of(d).endswith(f"/{EPHEMERAL_FILE}")), None)
 
 
-def system(devices: list[Any], disk_path: str) -> Any:
+def system(devices: list[Device], disk_path: str) -> Any:
     others = {id(ephemeral(devices))} | {id(d) for d in persistent(devices, disk_path).values()}
     return next((d for d in disks(devices) if id(d) not in others), None)
 
@@ -61,7 +74,7 @@ def uuid_enabled(extra_config: dict[str, Any]) -> bool:
     return str(extra_config.get("disk.enableUUID", "")).upper() in ("TRUE", "1")
 
 
-def scsi_controller(devices: list[Any]) -> Any:
+def scsi_controller(devices: list[Device]) -> Any:
     return next((d for d in devices if isinstance(d, _vim().vm.device.VirtualSCSIController)), None)
 
 
@@ -70,7 +83,7 @@ SCSI_CONTROLLER_CLASSES = {"paravirtual": "ParaVirtualSCSIController", "lsi_logi
                            "lsi_logic_sas": "VirtualLsiLogicSASController"}
 
 
-def retyped_controller(controller: Any, kind: str) -> Any:
+def retyped_controller(controller: Any, kind: str) -> Controller | None:
     """`controller` as a SCSI controller of `kind` (a SCSI_CONTROLLER_CLASSES key), or None
     when it is one already. The official CPI's way to change a stemcell's controller in the
     clone spec: a device of the new class with the old one's key, bus, slot and disks, sent
@@ -84,7 +97,7 @@ def retyped_controller(controller: Any, kind: str) -> Any:
                   hotAddRemove=controller.hotAddRemove)
 
 
-def free_unit(devices: list[Any], controller: Any, taken: set[int] | None = None) -> int:
+def free_unit(devices: list[Device], controller: Device, taken: set[int] | None = None) -> int:
     """The lowest unit number of `controller` no device uses (and not in `taken`)."""
     used = {d.unitNumber for d in devices if d.controllerKey == controller.key} | (taken or set())
     limit = 64 if isinstance(controller, _vim().vm.device.ParaVirtualSCSIController) else 16
@@ -94,15 +107,15 @@ def free_unit(devices: list[Any], controller: Any, taken: set[int] | None = None
     raise LookupError(f"the VM's SCSI controller has no free unit (all {limit - 1} are taken)")
 
 
-def cdrom(devices: list[Any]) -> Any:
+def cdrom(devices: list[Device]) -> Any:
     return next((d for d in devices if isinstance(d, _vim().vm.device.VirtualCdrom)), None)
 
 
-def nics(devices: list[Any]) -> list[Any]:
+def nics(devices: list[Device]) -> list[Any]:
     return [d for d in devices if isinstance(d, _vim().vm.device.VirtualEthernetCard)]
 
 
-def add(device: Any, create_file: bool = False) -> Any:
+def add(device: Device, create_file: bool = False) -> DeviceSpec:
     vim = _vim()
     spec = vim.vm.device.VirtualDeviceSpec(operation=vim.vm.device.VirtualDeviceSpec.Operation.add, device=device)
     if create_file:
@@ -110,18 +123,18 @@ def add(device: Any, create_file: bool = False) -> Any:
     return spec
 
 
-def edit(device: Any) -> Any:
+def edit(device: Device) -> DeviceSpec:
     vim = _vim()
     return vim.vm.device.VirtualDeviceSpec(operation=vim.vm.device.VirtualDeviceSpec.Operation.edit, device=device)
 
 
-def remove(device: Any) -> Any:
+def remove(device: Device) -> DeviceSpec:
     """Remove `device` from the VM; a disk's files stay where they are."""
     vim = _vim()
     return vim.vm.device.VirtualDeviceSpec(operation=vim.vm.device.VirtualDeviceSpec.Operation.remove, device=device)
 
 
-def new_disk(controller: Any, unit: int, file_name: str, size_mib: int, thin: bool, key: int = -1) -> Any:
+def new_disk(controller: Device, unit: int, file_name: str, size_mib: int, thin: bool, key: int = -1) -> Disk:
     vim = _vim()
     backing = vim.vm.device.VirtualDisk.FlatVer2BackingInfo(fileName=file_name, diskMode="independent_persistent",
                                                             thinProvisioned=thin)
@@ -129,7 +142,7 @@ def new_disk(controller: Any, unit: int, file_name: str, size_mib: int, thin: bo
                                      capacityInKB=size_mib * 1024, backing=backing)
 
 
-def existing_disk(controller: Any, unit: int, file_name: str, key: int = -1) -> Any:
+def existing_disk(controller: Device, unit: int, file_name: str, key: int = -1) -> Disk:
     vim = _vim()
     backing = vim.vm.device.VirtualDisk.FlatVer2BackingInfo(fileName=file_name, diskMode="independent_persistent")
     return vim.vm.device.VirtualDisk(key=key, controllerKey=controller.key, unitNumber=unit, backing=backing)
@@ -144,7 +157,7 @@ def iso_cdrom(device: Any, file_name: str, datastore: Any) -> Any:
     return device
 
 
-def new_cdrom(devices: list[Any], file_name: str, datastore: Any) -> Any:
+def new_cdrom(devices: list[Device], file_name: str, datastore: Any) -> Any:
     """A CD-ROM with the ISO, on the VM's first IDE controller (for a stemcell without one)."""
     vim = _vim()
     ide = next((d for d in devices if isinstance(d, vim.vm.device.VirtualIDEController)
@@ -156,7 +169,7 @@ def new_cdrom(devices: list[Any], file_name: str, datastore: Any) -> Any:
     return iso_cdrom(device, file_name, datastore)
 
 
-def nic(backing: Any, key: int) -> Any:
+def nic(backing: Any, key: int) -> Device:
     vim = _vim()
     return vim.vm.device.VirtualVmxnet3(
         key=key, backing=backing, addressType="generated",

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.errors import CloudError
 
-from . import collector
-from .patterns import compile_pattern
+from .. import collector
+from ..patterns import compile_pattern
 
 if TYPE_CHECKING:
-    from .session import Session
+    from ..session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

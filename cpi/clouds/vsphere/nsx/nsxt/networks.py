@@ -22,7 +22,7 @@ from typing import Any
 from cpi.errors import CloudError
 from cpi.validation import parse
 
-from ..props import ManagedNetworkCloudProperties
+from ...props import ManagedNetworkCloudProperties
 from .client import Client
 
 log = logging.getLogger("cpi.clouds.vsphere")

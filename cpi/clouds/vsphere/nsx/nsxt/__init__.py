@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cpi import waits
+from cpi.cids import VmCid
 from cpi.errors import CloudError, VMCreationFailed
 
 from .client import Client, client_for
@@ -29,12 +30,12 @@ from .policy import Policy
 from .vnics import address, addresses, on_nsx
 
 if TYPE_CHECKING:
-    from ..props import NsxtVmProperties
-    from ..session import Session
+    from ...props import NsxtVmProperties
+    from ...session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
-Join = Callable[[Any, str, dict[str, Any]], None]
+Join = Callable[[Any, VmCid, dict[str, Any]], None]
 
 
 class Nsxt:
@@ -69,7 +70,7 @@ class Nsxt:
             log.info("create_vm: nsxt vif_type %s is set through the Manager API only (as by the official CPI): "
                      "not set under use_policy_api", vif_type)
 
-        def join(vm: Any, vm_cid: str, networks: dict[str, Any]) -> None:
+        def join(vm: Any, vm_cid: VmCid, networks: dict[str, Any]) -> None:
             # an address is needed (and, on dynamic networks, waited for) only by a static pool
             ip = address(self.session, vm, vm_cid, networks) if static else None
             if self.manager is not None:
@@ -112,7 +113,7 @@ class Nsxt:
             return groups, []
         return groups, self._there(self.policy.pools(), pools, static, "Policy API", lenient=self.migrating)
 
-    def _manager_join(self, vm: Any, vm_cid: str, groups: dict[str, str], pools: list[tuple[str, int | None]],
+    def _manager_join(self, vm: Any, vm_cid: VmCid, groups: dict[str, str], pools: list[tuple[str, int | None]],
                       ip: str | None, vif_type: str | None) -> None:
         assert self.manager is not None
         if pools and ip:
@@ -131,7 +132,7 @@ class Nsxt:
 
     # ------------------------------------------------------------ delete_vm
 
-    def leave(self, vm: Any, vm_cid: str, required: bool = True) -> None:
+    def leave(self, vm: Any, vm_cid: VmCid, required: bool = True) -> None:
         """Take the VM out of its groups and pools while NSX still knows it. The Policy API's
         groups must let it go (`required`: a failure fails delete_vm, which the director
         retries); the rest is logged when it fails, as by the official CPI, since NSX drops
@@ -158,7 +159,7 @@ class Nsxt:
 
     # ------------------------------------------------------------ set_vm_metadata
 
-    def tag(self, vm: Any, vm_cid: str, metadata: dict[str, str]) -> None:
+    def tag(self, vm: Any, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         """The director's metadata on the VM's NSX ports (and, with `tag_nsx_vm_objects`, its
         NSX record); nothing for a VM with no NIC on NSX."""
         if not metadata:
@@ -187,11 +188,3 @@ def for_vms(session: Session, properties: Any) -> Nsxt | None:
     """The NSX-T manager cpi.json names; None without one."""
     made = client_for(properties)
     return Nsxt(session, made) if made is not None else None
-
-
-def refusal(properties: Any) -> str | None:
-    """Why a vm_type's `nsxt` cannot be carried out (None: it can), before anything is made."""
-    if properties.nsxt is None:
-        return ("vm_type cloud_properties 'nsxt' needs the NSX-T manager, which cpi.json does not name (`nsxt`, the "
-                "job's vcenter.nsxt.*)")
-    return None

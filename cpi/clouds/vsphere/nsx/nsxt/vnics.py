@@ -9,11 +9,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from cpi import waits
+from cpi.cids import VmCid
 
-from .. import collector
+from ... import collector
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ...session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -47,7 +48,7 @@ def on_nsx(session: Session, vm: Any) -> list[str | None]:
     return chosen
 
 
-def address(session: Session, vm: Any, vm_cid: str, networks: dict[str, Any]) -> str | None:
+def address(session: Session, vm: Any, vm_cid: VmCid, networks: dict[str, Any]) -> str | None:
     """The VM's address for a server pool: its manual network's (the one with the default
     gateway first), known at once; else the one VMware Tools reports once the VM has
     booted, as the official CPI always takes, waited for within GUEST_ADDRESS_SECONDS."""

@@ -12,7 +12,12 @@ delete_vm detaches every disk a property names as well as the independent ones.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from cpi.cids import DiskCid
+
+if TYPE_CHECKING:
+    from pyVmomi import vim
 
 CATEGORY = "BOSH Persistent Disks"
 DESCRIPTION = "Used by BOSH to track persistent disks. Change at your own risk."
@@ -24,19 +29,19 @@ def of(vm: Any) -> dict[int, Any]:
     return {p.key: p for p in (config.property if config is not None else None) or [] if p.category == CATEGORY}
 
 
-def labels(recorded: dict[int, Any]) -> dict[int, str]:
+def labels(recorded: dict[int, Any]) -> dict[int, DiskCid]:
     """Device key → the disk cid its record names."""
     return {key: record.label for key, record in recorded.items() if record.label}
 
 
-def _info(key: int, cid: str, path: str) -> Any:
+def _info(key: int, cid: DiskCid, path: str) -> vim.vApp.PropertyInfo:
     from pyVmomi import vim
 
     return vim.vApp.PropertyInfo(key=key, id=cid, label=cid, category=CATEGORY, type="string", value=path,
                                  description=DESCRIPTION, userConfigurable=True)
 
 
-def record(key: int, cid: str, path: str, replacing: bool = False) -> Any:
+def record(key: int, cid: DiskCid, path: str, replacing: bool = False) -> vim.vApp.VmConfigSpec:
     """The vAppConfig that records disk `cid` at `path` as device `key` (`replacing`: the VM
     has a record of that key already, of another disk: a key vSphere gave again)."""
     from pyVmomi import vim
@@ -45,7 +50,7 @@ def record(key: int, cid: str, path: str, replacing: bool = False) -> Any:
     return vim.vApp.VmConfigSpec(property=[vim.vApp.PropertySpec(operation=operation, info=_info(key, cid, path))])
 
 
-def forget(keys: list[int]) -> Any:
+def forget(keys: list[int]) -> vim.vApp.VmConfigSpec | None:
     """The vAppConfig that removes the records of these device keys (None: none to remove)."""
     from pyVmomi import vim
 

@@ -7,23 +7,24 @@ one read of each VM found.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cpi.errors import VMCreationFailed
 
 if TYPE_CHECKING:
     from cpi.models import Network
 
-    from .place import Place
-    from .session import Session
+    from ..session import Session
 
 
-def check(session: Session, place: Place, networks: dict[str, Network]) -> None:
+def check(session: Session, datacenter: Any, networks: dict[str, Network]) -> None:
+    """VMCreationFailed when a VM in `datacenter` (vim.Datacenter) holds one of `networks`' manual
+    IP addresses on the same network."""
     for name, net in networks.items():
         if net.type != "manual" or not net.ip:
             continue
         wanted = net.cloud_properties.get("name")
-        for vm in session.content.searchIndex.FindAllByIp(datacenter=place.datacenter, ip=net.ip, vmSearch=True):
+        for vm in session.content.searchIndex.FindAllByIp(datacenter=datacenter, ip=net.ip, vmSearch=True):
             for nic in vm.guest.net or []:
                 if net.ip in (nic.ipAddress or []) and nic.network in (None, wanted):
                     raise VMCreationFailed(

@@ -12,7 +12,7 @@ documents), with the official CPI's meaning:
   so a switch between the two CPIs keeps the pools as they are.
 - Edges and pools, and which groups are there, are looked up before anything is made: an
   edge or pool that is not there refuses create_vm with nothing made. What NSX-V refuses
-  later fails create_vm, which then deletes the VM (vms.py). Groups made stay, as they do
+  later fails create_vm, which then deletes the VM (vms/vms.py). Groups made stay, as they do
   with the official CPI: other VMs may be or become their members.
 - delete_vm sends nothing to NSX-V: NSX-V drops a deleted VM from its security groups by
   itself (its inventory follows the vCenter's), and pools hold groups, not VMs. The official
@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 from cpi import plan
 from cpi.errors import CloudError, VMCreationFailed
 
-from . import rest
-from .session import tls_context, verified
+from .. import rest
+from ..session import tls_context, verified
 
 if TYPE_CHECKING:
-    from .job_config import Nsx as NsxConfig
-    from .props import NsxVmProperties
+    from ..job_config import Nsx as NsxConfig
+    from ..props import NsxVmProperties
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

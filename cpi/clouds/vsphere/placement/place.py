@@ -1,18 +1,13 @@
 """Where things go in the one datacenter of cpi.json: its folders (made when missing), its
 clusters, and the datastores a disk may land on, chosen so that disks spread.
 
-Why weighted at random: the official CPI's users watch every ephemeral disk land on one
-datastore until it fills, because a thin disk does not lower the free space it picks by,
-so "the one with most free space" stays the same one for disk after disk. Here each fitting
-datastore is drawn with a weight equal to the space it would have left, so two equal
-datastores take about half the disks each, a fuller one fewer, and one that would be left
-with less than HEADROOM_MIB none at all.
+The draw among the datastores that fit, and why it is weighted at random: datastores.py.
 
 Which datastores match is the official CPI's rule: a vm_type's or disk_type's `datastores`
 (names, and the datastores of the datastore clusters it names), else the global pattern and
 the datastores of the datastore clusters the global cluster pattern matches; clusters count
 only with Storage DRS on (pods.py). Both come down to one pattern, which a disk's cid
-carries (disks.py), as the official CPI's does.
+carries (vms/disks.py), as the official CPI's does.
 
 Reads come in one PropertyCollector request per question (the free space of every candidate
 datastore at once), whatever the number of datastores.
@@ -21,51 +16,23 @@ datastore at once), whatever the number of datastores.
 from __future__ import annotations
 
 import logging
-import random
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cpi.cids import VmCid
 from cpi.errors import CloudError
 
-from . import collector, lookups, pods
-from .patterns import compile_pattern
+from .. import collector, lookups
+from ..patterns import compile_pattern
+from . import pods
+from .datastores import MIB, Datastore
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .job_config import ClusterProperties, VsphereProperties
-    from .session import Session
+    from ..job_config import ClusterProperties, VsphereProperties
+    from ..session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
-
-#: what a datastore must keep free after a disk is put on it (MiB), as the official CPI
-HEADROOM_MIB = 1024
-MIB = 1 << 20
-
-
-@dataclass(frozen=True)
-class Datastore:
-    name: str
-    ref: Any
-    free_mib: int
-    capacity_mib: int
-    usable: bool  # accessible, and not entering or in maintenance mode
-
-
-def pick(candidates: list[Datastore], need_mib: int, rng: random.Random | None = None) -> Datastore | None:
-    """One of `candidates` with room for `need_mib` and HEADROOM_MIB to spare, drawn with a
-    weight of the space it would have left; None when none has room."""
-    fitting = [d for d in candidates if d.usable and d.free_mib - need_mib >= HEADROOM_MIB]
-    if not fitting:
-        return None
-    return (rng or random).choices(fitting, weights=[d.free_mib - need_mib for d in fitting])[0]
-
-
-def describe(candidates: list[Datastore]) -> str:
-    """The candidates as an error names them: each with its free space, and why it is out."""
-    if not candidates:
-        return "none"
-    return ", ".join(f"{d.name} ({d.free_mib} MiB free{'' if d.usable else ', not usable'})" for d in candidates)
 
 
 class Place:
@@ -120,10 +87,10 @@ class Place:
         except vim.fault.DuplicateName:
             return self.folder(path, create=False)
 
-    def vm_path(self, vm_cid: str) -> str:
+    def vm_path(self, vm_cid: VmCid) -> str:
         return f"{self.config.name}/vm/{self.vm_folder_path()}/{vm_cid}"
 
-    def find_vm(self, vm_cid: str) -> Any:
+    def find_vm(self, vm_cid: VmCid) -> Any:
         """The VM `vm_cid` in the VM folder (or, with a director's subfolder, also in the
         folder above it, where VMs made before `use_sub_folder` was set live): one or two
         requests."""
@@ -170,7 +137,7 @@ class Place:
         """Delete a datastore file or directory (`[ds] path`); one that is not there is no error."""
         from pyVmomi import vim
 
-        from . import tasks
+        from .. import tasks
 
         try:
             tasks.wait(self.session, self.session.content.fileManager.DeleteDatastoreFile_Task(

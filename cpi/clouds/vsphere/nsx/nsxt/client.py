@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.errors import CloudError
 
-from .. import rest
-from ..session import tls_context, verified
+from ... import rest
+from ...session import tls_context, verified
 
 if TYPE_CHECKING:
-    from ..job_config import Nsxt as NsxtConfig
+    from ...job_config import Nsxt as NsxtConfig
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

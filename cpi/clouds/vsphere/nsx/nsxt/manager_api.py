@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cpi import waits
+from cpi.cids import VmCid
 from cpi.errors import CloudError
 
 from .client import Client
@@ -68,7 +69,7 @@ class ManagerApi:
                  for pool in listed if pool.get("display_name") in named and pool.get("member_group")}
         return sorted(str(name) for name in found if name)
 
-    def logical_ports(self, vm_cid: str, wait: float = DISCOVERY_SECONDS) -> list[dict[str, Any]]:
+    def logical_ports(self, vm_cid: VmCid, wait: float = DISCOVERY_SECONDS) -> list[dict[str, Any]]:
         """The logical ports of the VM's NICs: with `wait`, once NSX has them all (WaitTimeout
         after `wait` seconds); without, those NSX has now (none for a VM it does not know)."""
 
@@ -99,13 +100,13 @@ class ManagerApi:
                              "target_type": port.get("resource_type") or "LogicalPort", "target_property": "id",
                              "value": port["id"]} for port in ports]}
 
-    def join_groups(self, vm_cid: str, ports: list[dict[str, Any]], group_ids: dict[str, str]) -> None:
+    def join_groups(self, vm_cid: VmCid, ports: list[dict[str, Any]], group_ids: dict[str, str]) -> None:
         for name, group_id in group_ids.items():
             self.client.acted(f"{API}/ns-groups/{group_id}?action=ADD_MEMBERS", self._expressions(ports),
                               f"adding {vm_cid}'s logical ports")
             log.info("create_vm: %s's logical ports joined NSGroup %s (%s)", vm_cid, name, group_id)
 
-    def leave_groups(self, vm_cid: str) -> None:
+    def leave_groups(self, vm_cid: VmCid) -> None:
         ports = self.logical_ports(vm_cid, wait=0)
         ids = {port["id"] for port in ports}
         if not ids:
@@ -120,7 +121,7 @@ class ManagerApi:
                                   f"removing {vm_cid}'s logical ports")
                 log.info("delete_vm: %s's logical ports left NSGroup %s", vm_cid, group.get("display_name"))
 
-    def join_pools(self, vm_cid: str, ip: str, server_pools: list[tuple[str, int | None]]) -> None:
+    def join_pools(self, vm_cid: VmCid, ip: str, server_pools: list[tuple[str, int | None]]) -> None:
         """Add a member named `vm_cid` (`ip`, on the port) to each static pool named."""
         pools = self.pools()
         for name, port in server_pools:
@@ -135,7 +136,7 @@ class ManagerApi:
                                   f"adding {vm_cid} to the pool")
                 log.info("create_vm: %s (%s) joined server pool %s", vm_cid, ip, name)
 
-    def leave_pools(self, vm_cid: str, addresses: Callable[[], set[str]]) -> None:
+    def leave_pools(self, vm_cid: VmCid, addresses: Callable[[], set[str]]) -> None:
         for pool in self.pools():
             mine = [{"ip_address": m.get("ip_address"), **({"port": m["port"]} if m.get("port") else {})}
                     for m in pool.get("members") or [] if is_mine(m, vm_cid, addresses)]
@@ -158,7 +159,7 @@ class ManagerApi:
             self.client.changed(f"{API}/logical-ports/{port['id']}", change)
             log.info("create_vm: logical port %s has VIF type %s", port["id"], vif_type)
 
-    def tag_ports(self, vm_cid: str, metadata: dict[str, str]) -> None:
+    def tag_ports(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         """The instance id (`bosh/id`, hashed) on each logical port of the VM, as the official
         CPI tags them for NSX's firewall rules."""
         if "id" not in metadata:
@@ -167,7 +168,7 @@ class ManagerApi:
             self.client.changed(f"{API}/logical-ports/{port['id']}",
                                 lambda current: bosh_tags(current, {"id": metadata["id"]}))
 
-    def tag_vm(self, vm_cid: str, metadata: dict[str, str]) -> None:
+    def tag_vm(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         """`tag_nsx_vm_objects`: the metadata as tags of the VM's record in NSX's inventory."""
         machines = self.get(f"/fabric/virtual-machines?{_query(display_name=vm_cid)}").get("results") or []
         if not machines:

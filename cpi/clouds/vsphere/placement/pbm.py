@@ -5,7 +5,7 @@ vim25 session's cookie).
 A policy is looked up by name and its compatible datastores asked of the service's placement
 solver before anything is made, so that a policy the vCenter lacks, or one no datastore
 satisfies, refuses create_vm with nothing to clean up; the VM, its system disk and its
-ephemeral disk are then given the policy in the clone itself (vms.py), so that no VM exists
+ephemeral disk are then given the policy in the clone itself (vms/clone.py), so that no VM exists
 without it.
 """
 
@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 from cpi.errors import VMCreationFailed
 
 if TYPE_CHECKING:
-    from .session import Session
+    from pyVmomi import vim
+
+    from ..session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -35,7 +37,7 @@ class Policy:
     #: the managed object ids of the datastores the placement solver finds compatible
     datastores: frozenset[str]
 
-    def spec(self) -> Any:
+    def spec(self) -> vim.vm.DefinedProfileSpec:
         """The profile spec a VM or a disk is given the policy with."""
         from pyVmomi import vim
 
