@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.vsphere_lookups import grow_to
-from cpi.clouds.vsphere import lookups, session
+from cpi.clouds.vsphere import lookups
+from cpi.clouds.vsphere.vcenter import session
 from tests.support import vcsim as vcsim_server
 from tests.support.runner import Cpi
 from tests.vsphere import target as vsphere_target

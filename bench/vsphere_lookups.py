@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 from pyVim.task import WaitForTask
 from pyVmomi import vim, vmodl
 
-from cpi.clouds.vsphere import lookups, session
+from cpi.clouds.vsphere import lookups
+from cpi.clouds.vsphere.vcenter import session
 from tests.support import vcsim as vcsim_server
 from tests.vsphere.conftest import vsphere_properties
 

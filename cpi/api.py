@@ -8,7 +8,7 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -31,6 +31,9 @@ from cpi.logs import plural, shown
 from cpi.models import CallContext, Network, VMResources
 from cpi.opening import Opening, open_cloud
 from cpi.validation import describe
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +104,12 @@ def method(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def handle(raw: dict, method: str, api_version: int, context: dict, arguments: list[Any]) -> Any:
+def handle(raw: dict, method: str, api_version: int, context: dict, arguments: list[Any],
+           plan: Plan | None = None) -> Any:
     """One call, from cpi.json as read (`raw`) and the request's fields to its result: the
     one place the wire's calls open their cloud (cpi.opening), as bosh-cpi-go keeps config
-    and clouds out of its dispatcher. Raises the cpi.errors types.
+    and clouds out of its dispatcher; under `cpi plan`, with its `plan` (cpi.plan). Raises
+    the cpi.errors types.
 
     `info` without arguments is answered here, from the config alone: it answers the same
     whatever the context says (the director asks it before it knows which cpi-config
@@ -112,7 +117,7 @@ def handle(raw: dict, method: str, api_version: int, context: dict, arguments: l
     arguments it goes through the table, which refuses them as it does for any method."""
     if method == "info" and not arguments:
         return config.info(raw)
-    ready = open_cloud(raw, context)
+    ready = open_cloud(raw, context, plan)
     return dispatch(Call(method=method, api_version=api_version, opening=ready), arguments)
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, field_validator
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 MIB_PER_GIB = 1024
 
@@ -34,6 +37,20 @@ class CallContext(BaseModel):
     director_uuid: str | None = None
     request_id: str | None = None
     vm: dict[str, Any] | None = None
+    _plan: Plan | None = PrivateAttr(default=None)
+
+    @classmethod
+    def of_call(cls, context: dict[str, Any], plan: Plan | None = None) -> CallContext:
+        """The request's `context`, and the plan the call runs under (`cpi plan`'s, cpi.plan):
+        a plan travels with its call, and no key a request can send sets one."""
+        made = cls.model_validate(context)
+        made._plan = plan
+        return made
+
+    @property
+    def plan(self) -> Plan | None:
+        """The call's plan; None for a real call (every call of the wire)."""
+        return self._plan
 
     @property
     def stemcell_api_version(self) -> int:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from cpi.clouds.base import Cloud
     from cpi.config import Config
     from cpi.models import CallContext
+    from cpi.plan import Plan
 
 
 class Opening:
@@ -39,17 +40,18 @@ class Opening:
         return self._cloud
 
 
-def open_cloud(raw: dict, context: dict) -> Opening:
+def open_cloud(raw: dict, context: dict, plan: Plan | None = None) -> Opening:
     """`raw` (cpi.json as read) made ready to call under `context` (the request's, or one a
-    command makes up): the context checked, the config built with the context's overrides,
-    a plan refused that the cloud cannot keep, the shared throttle configured. Raises the
-    cpi.errors types."""
+    command makes up) and, for `cpi plan`, its `plan` (cpi.plan): the context checked, the
+    config built with the context's overrides, a plan refused that the cloud cannot keep,
+    the shared throttle configured. Raises the cpi.errors types."""
     from cpi import backoff, config
     from cpi.models import CallContext
 
-    call_context = CallContext.model_validate(context)
+    call_context = CallContext.of_call(context, plan)
     cfg = config.build(raw, context)
-    _refuse_a_plan_it_cannot_keep(cfg.cloud_class)
+    if plan is not None:
+        _refuse_a_plan_it_cannot_keep(cfg.cloud_class)
     backoff.configure(cfg.throttle)
     return Opening(cfg, call_context)
 
@@ -59,6 +61,6 @@ def _refuse_a_plan_it_cannot_keep(cloud_class: Any) -> None:
     real while the plan reports none: refuse before it is built."""
     from cpi import plan
 
-    if plan.active is not None and not cloud_class.can_plan:
+    if not cloud_class.can_plan:
         raise plan.Refused(f"the {cloud_class.name} cloud cannot withhold its writes (its class does not declare "
                            f"can_plan), so `cpi plan` will not run it: nothing was called")

@@ -14,7 +14,11 @@ with the same `changes`. What each cloud adds is only the withholding:
 - a read that names a placeholder cannot be answered by the cloud: the plan stops there
   (`Horizon`), and says so, rather than invent what the cloud would answer.
 
-The wire never runs in this mode: only `cpi plan` calls `begin`.
+Whether a call is planned travels with the call, not through a global: `cpi plan` hands its
+Plan to the call's opening (cpi.opening), which puts it in the call's context
+(`CallContext.plan`); the cloud makes its sessions' channels (cpi.channel) with it, and every
+stage that behaves otherwise in a plan (the send, the wait, the audit line) asks its channel.
+The wire never runs in this mode: nothing it reads can set a plan.
 """
 
 from __future__ import annotations
@@ -110,25 +114,3 @@ class Plan:
 
     def denied(self) -> list[dict[str, Any]]:
         return [s for s in self.mutations if str(s.get("permission", "")).startswith("denied")]
-
-
-#: The plan of this process's call, when it runs in plan mode.
-active: Plan | None = None
-
-
-def begin() -> Plan:
-    global active
-    active = Plan()
-    return active
-
-
-def end() -> None:
-    global active
-    active = None
-
-
-def current() -> Plan:
-    """The active plan, for the code that runs only in plan mode (the clouds' planned.py)."""
-    if active is None:
-        raise RuntimeError("no plan is active")
-    return active

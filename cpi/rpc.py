@@ -19,6 +19,8 @@ TYPE_CHECKING = False  # not `typing`: it costs a few ms of every call
 if TYPE_CHECKING:
     from typing import Any
 
+    from cpi.plan import Plan
+
 # Start-up is on every call's path, and `info` runs before every director operation (issue
 # #12: `info` within 2x the bare interpreter's start). So this module imports nothing at
 # module level beyond the envelope's own light modules: `info` for a built-in cloud is
@@ -102,10 +104,12 @@ def _json_kind(value: Any) -> str:
     return "null"
 
 
-def handle(raw: bytes, config_path: str | None, call_log: CallLog, started_ns: int = 0) -> Any:
+def handle(raw: bytes, config_path: str | None, call_log: CallLog, started_ns: int = 0,
+           plan: Plan | None = None) -> Any:
     """Everything between the bytes read and the result; raises the cpi.errors types. A
     call served to its caller (`started_ns` given: when it started) is traced if tracing is
-    on (cpi.tracing); `cpi plan`'s, made in the operator's process, is not."""
+    on (cpi.tracing); `cpi plan`'s, made in the operator's process with its `plan`
+    (cpi.plan), is not."""
     from cpi import raw_config
 
     config_data = raw_config.read_file(config_path)
@@ -133,7 +137,7 @@ def handle(raw: bytes, config_path: str | None, call_log: CallLog, started_ns: i
     site_packages.enable()
     from cpi import api
 
-    return api.handle(config_data, request.method, api_version, request.context, request.arguments)
+    return api.handle(config_data, request.method, api_version, request.context, request.arguments, plan)
 
 
 LOG_LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}

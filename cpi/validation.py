@@ -16,6 +16,7 @@ stop on; `cloud.properties.validation.strict: true` makes the wire refuse it too
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,8 @@ def _loc(prefix: str, loc: tuple) -> str:
     return "".join(parts) or "(top level)"
 
 
-def describe(exc: ValidationError, prefix: str = "", label=None, model: type[BaseModel] | None = None) -> str:
+def describe(exc: ValidationError, prefix: str = "", label: Callable[[str], str] | None = None,
+             model: type[BaseModel] | None = None) -> str:
     """`a.b: message (got 'x'); c: Field required` — secret-looking fields never show a value.
 
     `label`, when given, renames the first element of each location (api.py uses it to say

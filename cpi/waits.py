@@ -15,7 +15,8 @@ by `wait_resource_poll_interval` (cpi/clouds/openstack/waits.py).
   instance that terminated, or a server that went ERROR, while starting).
 - Every change of state is logged with the time it took, so a slow call's log shows where
   the time went; a look that finds the resource already done logs only "done".
-- In plan mode (cpi.plan) nothing is waited for: the plan notes the wait.
+- In plan mode (cpi.plan; a session's channel, cpi.channel, says) nothing is waited for:
+  the plan notes the wait.
 - The wait gives up rather than sleep past `timeout`, with a WaitTimeout (ok_to_retry)
   that names the resource, the state it was stuck in and, given `setting`, the config
   property that bounds it.
@@ -30,11 +31,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from cpi import plan, tracing
+from cpi import tracing
 from cpi.errors import CloudError
 
 if TYPE_CHECKING:
     from cpi import transitions
+    from cpi.plan import Plan
 
 T = TypeVar("T")
 
@@ -79,6 +81,7 @@ def until(
     clock: Callable[[], float] = time.monotonic,
     check_first: bool = False,
     history: transitions.History | None = None,
+    plan: Plan | None = None,
 ) -> T | None:
     """Look with `check` until it reports done and return its `value`; WaitTimeout after
     `timeout` seconds.
@@ -88,11 +91,13 @@ def until(
     `log` defaults to the logger of the calling module. With `check_first` the first look
     is immediate (the state may already be reached); otherwise it comes after the
     schedule's first pause. With `history` (cpi.transitions), the pauses follow how long
-    this kind of transition took lately, and this one's duration is added to it."""
+    this kind of transition took lately, and this one's duration is added to it. With `plan`
+    (the call's, cpi.plan; a session's channel passes it) nothing is waited for: the plan
+    notes the wait."""
     if log is None:
         log = logging.getLogger(sys._getframe(1).f_globals.get("__name__", __name__))
-    if plan.active is not None:  # a plan changes nothing, so there is nothing to wait for
-        plan.active.wait(what, timeout)
+    if plan is not None:  # a plan changes nothing, so there is nothing to wait for
+        plan.wait(what, timeout)
         log.info("plan: the call would wait for %s (at most %.0fs)", what, timeout)
         return None
     # one span per wait (cpi.tracing: nothing when off); its looks are the requests' spans

@@ -26,12 +26,16 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cpi import private, tracing
 from cpi.errors import RetriableCloudError
+
+if TYPE_CHECKING:
+    from .files import FileStore
+    from .redis_store import WithFallback
 
 log = logging.getLogger("cpi.backoff")
 
@@ -172,7 +176,7 @@ class SharedLimiter:
         self.store.step("succeeded")
 
 
-def _store(key: str, readable: str, config: ThrottleConfig, clock: Callable[[], float]):
+def _store(key: str, readable: str, config: ThrottleConfig, clock: Callable[[], float]) -> FileStore | WithFallback:
     from .files import FileStore
 
     def files() -> FileStore:

@@ -1,7 +1,7 @@
 """The plan of one CPI call: what it would change, changing nothing (`cpi plan`).
 
 The call runs in this process through the same code as bin/cpi's (cpi.rpc.handle), with
-cpi.plan active: reads go to the cloud, mutations are described instead of made (on AWS,
+the call's cpi.plan: reads go to the cloud, mutations are described instead of made (on AWS,
 each is sent with DryRun=True so the plan also proves it is allowed), waits are noted.
 The answer is a JSON-ready document, masked of every secret; cpi/cli/plan.py prints it.
 It holds the warnings the call logs (a key of cpi.json or of a cloud_properties ignored, a
@@ -45,10 +45,10 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
     if director_uuid:
         context["director_uuid"] = director_uuid
     request = {"method": method, "arguments": arguments, "context": context, "api_version": api_version}
-    the_plan = plan.begin()
+    the_plan = plan.Plan()
     result, failure, complete = None, None, True
     try:
-        result = rpc.handle(json.dumps(request).encode(), config, call_log)
+        result = rpc.handle(json.dumps(request).encode(), config, call_log, plan=the_plan)
     except plan.Horizon:
         complete = False
     except plan.Refused:
@@ -58,7 +58,6 @@ def make_plan(method: str, arguments: list[Any], config: str | None, *, director
     except Exception as exc:  # noqa: BLE001 - a bug in the planned call is reported like a failure
         failure = rpc._unexpected(exc).to_wire()
     finally:
-        plan.end()
         logging.getLogger().removeHandler(warnings)
     redactor = call_log.redactor
     if failure is not None:

@@ -44,12 +44,8 @@ def test_under_a_plan_a_cloud_that_cannot_plan_is_refused(tmp_path, monkeypatch)
     from cpi.clouds.local import LocalCloud
 
     monkeypatch.setattr(LocalCloud, "can_plan", False, raising=False)
-    plan.begin()
-    try:
-        with pytest.raises(plan.Refused, match="cannot withhold its writes"):
-            opening.open_cloud(local(tmp_path), {})
-    finally:
-        plan.end()
+    with pytest.raises(plan.Refused, match="cannot withhold its writes"):
+        opening.open_cloud(local(tmp_path), {}, plan.Plan())
 
 
 def test_the_wire_answers_ping_and_info_without_making_the_cloud(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from cpi import retry
 from cpi.clouds.vsphere import errors
-from cpi.clouds.vsphere.session import endpoint
+from cpi.clouds.vsphere.vcenter.session import endpoint
 from cpi.errors import CloudError
 from tests.vsphere.conftest import vsphere_properties
 

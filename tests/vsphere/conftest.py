@@ -28,7 +28,7 @@ def vsphere_properties(server, **overrides):
 def properties(vcsim):
     """The simulator's config model; the process's cached sessions are forgotten after the
     test, so each test logs in afresh."""
-    from cpi.clouds.vsphere import session
+    from cpi.clouds.vsphere.vcenter import session
 
     yield vsphere_properties(vcsim)
     session.forget()

@@ -230,8 +230,8 @@ class LifecycleConfigError(Exception):
 
 def load(path: Path) -> tuple[dict[str, Any], Site]:
     """The cpi.json (without `lifecycle`) and the Site a real vCenter's file describes."""
-    from cpi.clouds.vsphere import session
     from cpi.clouds.vsphere.job_config import VsphereProperties
+    from cpi.clouds.vsphere.vcenter import session
     from cpi.errors import CpiError
     from cpi.validation import parse
 

@@ -10,7 +10,8 @@ import pytest
 from pyVim.task import WaitForTask
 from pyVmomi import vim
 
-from cpi.clouds.vsphere import lookups, session
+from cpi.clouds.vsphere import lookups
+from cpi.clouds.vsphere.vcenter import session
 from cpi.errors import CloudError, NetworkNotFound
 from tests.support import vcsim as vcsim_server
 from tests.vsphere.conftest import vsphere_properties

@@ -14,6 +14,7 @@ import types
 import pytest
 
 from cpi import plan as plan_mode
+from cpi.channel import Channel
 from cpi.clouds.vsphere.job_config import Nsx
 from cpi.clouds.vsphere.nsx import nsxv
 from cpi.clouds.vsphere.props import NsxVmProperties
@@ -145,13 +146,13 @@ def test_a_plan_lists_the_nsxv_writes_and_sends_none():
     properties = types.SimpleNamespace(
         nsx=Nsx.model_validate({"address": made.address, "user": made.user, "password": made.password}),
         ssl_verify=None, retry_budget_seconds=10.0, connect_timeout=5.0, read_timeout=10.0)
-    the_plan = plan_mode.begin()
+    the_plan = plan_mode.Plan()
     try:
-        joining = nsxv.prepare(properties, NsxVmProperties.model_validate(NSX), {"bosh": {"groups": ["web"]}})
+        joining = nsxv.prepare(properties, NsxVmProperties.model_validate(NSX), {"bosh": {"groups": ["web"]}},
+                               Channel(the_plan))
         assert joining is not None
         joining.run("vm-42")
     finally:
-        plan_mode.end()
         made.close()
     assert made.writes() == [] and made.members("web") == ["vm-1"]
     listed = [(s["action"], s["resource_type"], s["resource_id"], (s["changes"]["new"] or {}))
@@ -183,11 +184,11 @@ def test_ssl_verify_decides_for_the_nsxv_manager_as_for_the_vcenter(ssl_verify, 
                                            ssl_verify=ssl_verify, retry_budget_seconds=10.0, connect_timeout=5.0,
                                            read_timeout=10.0)
         if joins:
-            assert nsxv.prepare(properties, None, {"bosh": {"groups": ["web"]}}) is not None
+            assert nsxv.prepare(properties, None, {"bosh": {"groups": ["web"]}}, Channel()) is not None
             assert made.seen and made.writes() == []  # asked, and (prepare only reads) nothing changed
             return
         with pytest.raises(CloudError) as refused:
-            nsxv.prepare(properties, None, {"bosh": {"groups": ["web"]}})
+            nsxv.prepare(properties, None, {"bosh": {"groups": ["web"]}}, Channel())
         message = str(refused.value)
         assert f"TLS with the NSX-V manager at {made.address} failed" in message, message
         assert "CERTIFICATE_VERIFY_FAILED" in message and "nsx.ca_cert" in message and "ssl_verify" in message

@@ -1,4 +1,4 @@
-"""The vCenter session (cpi/clouds/vsphere/session.py) against the simulator, through real
+"""The vCenter session (cpi/clouds/vsphere/vcenter/session.py) against the simulator, through real
 pyVmomi: built from the config model, reused within the process, logged in again once when
 the vCenter drops it, and bounded in time when the endpoint hangs, with no password in what
 it says."""
@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from cpi.clouds.vsphere import errors, lookups, session
+from cpi.clouds.vsphere import errors, lookups
+from cpi.clouds.vsphere.vcenter import session
 from cpi.errors import CloudError
 from tests.support.runner import Cpi
 from tests.vsphere import target as vsphere_target

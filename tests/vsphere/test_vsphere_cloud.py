@@ -311,18 +311,20 @@ def test_a_write_the_nsx_checks_asked_for_is_withheld_and_fails_the_check():
 
     import pytest
 
-    from cpi import plan
-    from cpi.clouds.vsphere import inspect, rest
+    from cpi.channel import Channel
+    from cpi.clouds.vsphere import inspect
+    from cpi.clouds.vsphere.vcenter import rest
     from cpi.errors import CpiError
 
-    nowhere = rest.Client("127.0.0.1:9", peer="the NSX-V manager", ca_key="nsx.ca_cert", address_key="nsx.address",
-                          context=ssl.create_default_context(), headers={}, user="admin", secrets=[], budget=1,
-                          connect_timeout=1, read_timeout=1)
+    call = Channel()  # a real call's: the checks' own channel withholds the write
     written = "/api/2.0/services/securitygroup/bulk/globalroot-0"
     with pytest.raises(CpiError, match=rf"asked to write \(POST {written}\); withheld, nothing was sent"), \
-            inspect._reads_only():
+            inspect._reads_only(call) as checks:
+        nowhere = rest.Client("127.0.0.1:9", peer="the NSX-V manager", ca_key="nsx.ca_cert", address_key="nsx.address",
+                              context=ssl.create_default_context(), headers={}, user="admin", secrets=[], budget=1,
+                              connect_timeout=1, read_timeout=1, channel=checks)
         assert nowhere.request("POST", written, b"<x/>").planned  # answered here: 127.0.0.1:9 serves nothing
-    assert plan.active is None
+    assert call.plan is None  # the call itself was never planned
 
 
 class Rest:

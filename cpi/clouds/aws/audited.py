@@ -6,9 +6,12 @@ its parameters and its answer; a mutating operation not in the table still gets 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpi import audit
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.clouds.aws")
 
@@ -144,8 +147,9 @@ def read_only(operation: str) -> bool:
     return operation.startswith(READ_ONLY)
 
 
-def after(service: str, operation: str, params: dict[str, Any], response: Any) -> None:
-    """Called with each request that succeeded: a line per mutation it made."""
+def after(service: str, operation: str, params: dict[str, Any], response: Any, *, plan: Plan | None = None) -> None:
+    """Called with each request that succeeded: a line per mutation it made; under `plan`
+    (the call's, cpi.plan) with each it withheld, the line going to the plan."""
     if read_only(operation) or operation in SKIPPED or params.get("DryRun"):
         return
     try:
@@ -154,4 +158,5 @@ def after(service: str, operation: str, params: dict[str, Any], response: Any) -
         log.warning("audit: cannot describe %s:%s (%s); recording it bare", service, operation, type(exc).__name__)
         made = [(operation, "resource", None, None, None)]
     for action, kind, resource, old, new in made:
-        audit.record(action, resource, {"old": old, "new": new}, resource_type=kind, request=f"{service}:{operation}")
+        audit.record(action, resource, {"old": old, "new": new}, plan=plan, resource_type=kind,
+                     request=f"{service}:{operation}")

@@ -111,7 +111,7 @@ class AwsCloud(PartsCloud):
         if self._aws is None:
             from .session import Aws
 
-            self._aws = Aws(self.properties)
+            self._aws = Aws(self.properties, self.context.plan)
         return self._aws
 
     def vms(self) -> Vms:

@@ -205,8 +205,9 @@ class Disks:
             # `optimizing`: the new size is usable already; the rest is EBS rebalancing
             return waits.Check(state in ("optimizing", "completed"), state)
 
-        waits.until(check, what=f"volume {disk_cid} modification", timeout=self.properties.volume_wait_timeout,
-                    setting="volume_wait_timeout", schedule=VOLUME_WAIT)
+        self.aws.channel.until(check, what=f"volume {disk_cid} modification",
+                               timeout=self.properties.volume_wait_timeout,
+                               setting="volume_wait_timeout", schedule=VOLUME_WAIT)
 
     # ------------------------------------------------------------ attach / detach
 
@@ -344,9 +345,10 @@ class Disks:
             return waits.Check(state == ("attached" if attached else "detached"), state)
 
         what = f"volume {disk_cid} to {'attach to' if attached else 'detach from'} {vm_cid}"
-        waits.until(check, what=what, timeout=self.properties.volume_wait_timeout, setting="volume_wait_timeout",
-                    schedule=VOLUME_WAIT,
-                    history=self.properties.history(f"volume {'attached' if attached else 'detached'}"))
+        self.aws.channel.until(check, what=what, timeout=self.properties.volume_wait_timeout,
+                               setting="volume_wait_timeout",
+                               schedule=VOLUME_WAIT,
+                               history=self.properties.history(f"volume {'attached' if attached else 'detached'}"))
 
     def _requires_nvme(self, instance_type: str) -> bool:
         if not self.properties.enable_describe_instance_types:
@@ -440,8 +442,9 @@ class Disks:
                 raise CloudError(f"volume {disk_cid} went into state error")
             return waits.Check(state == state_wanted, state)
 
-        waits.until(check, what=what, timeout=self.properties.volume_wait_timeout, setting="volume_wait_timeout",
-                    schedule=VOLUME_WAIT, history=self.properties.history(f"volume {state_wanted}"))
+        self.aws.channel.until(check, what=what, timeout=self.properties.volume_wait_timeout,
+                               setting="volume_wait_timeout",
+                               schedule=VOLUME_WAIT, history=self.properties.history(f"volume {state_wanted}"))
 
 
 def _hint(device: str, disk_cid: DiskCid, nvme: bool) -> str:

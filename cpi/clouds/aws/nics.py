@@ -21,7 +21,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from cpi import plan as plan_mode
 from cpi import retry, waits
 from cpi.errors import VMCreationFailed
 from cpi.models import Network
@@ -229,9 +228,9 @@ class Interfaces:
             pending = [i["NetworkInterfaceId"] for i in found if i.get("Status") != "available"]
             return waits.Check(not pending, f"{', '.join(pending)} not available yet" if pending else "available")
 
-        waits.until(check, what="network interfaces to be available", timeout=self.timeout,
-                    setting="vm_wait_timeout", schedule=waits.Schedule(first=0.25, factor=2.0, cap=2.0),
-                    check_first=True)
+        self.aws.channel.until(check, what="network interfaces to be available", timeout=self.timeout,
+                               setting="vm_wait_timeout", schedule=waits.Schedule(first=0.25, factor=2.0, cap=2.0),
+                               check_first=True)
 
     def associate_public_ips(self) -> None:
         """auto_assign_public_ip for a VM of several interfaces: EC2 gives none at launch then."""
@@ -262,8 +261,9 @@ class Interfaces:
             return
         wanted = [doc["NetworkInterfaceId"] for _, doc in self.made]
         attachments: dict[str, str | None]
-        if plan_mode.active is not None:  # imagined interfaces: nothing to read back, the same changes
-            attachments = {interface_id: plan_mode.current().placeholder("eni-attach-") for interface_id in wanted}
+        planned = self.aws.channel.plan
+        if planned is not None:  # imagined interfaces: nothing to read back, the same changes
+            attachments = {interface_id: planned.placeholder("eni-attach-") for interface_id in wanted}
         else:
             found = self.aws.ec2("DescribeNetworkInterfaces", NetworkInterfaceIds=wanted)["NetworkInterfaces"]
             attachments = {i["NetworkInterfaceId"]: (i.get("Attachment") or {}).get("AttachmentId") for i in found}

@@ -16,11 +16,13 @@ answer "not found").
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from cpi import plan
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import audited
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.clouds.aws")
 
@@ -29,21 +31,25 @@ ALLOWED = "allowed (EC2 dry run)"
 DENIED_CODES = {"UnauthorizedOperation", "AccessDenied", "AccessDeniedException", "AuthFailure"}
 
 
-def send(aws, client, method, service: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
-    verdict = _dry_run(aws, client, method, service, operation, params)
+def send(plan: Plan, retrying: Callable[[Callable[[], str]], str], method: Any, service: str, operation: str,
+         params: dict[str, Any]) -> dict[str, Any]:
+    """Answer the mutation `operation` of the call's `plan` without making it. `method` is
+    botocore's (untyped) for it; `retrying` sends its dry run as the session sends a read."""
+    verdict = _dry_run(plan, retrying, method, service, operation, params)
     if operation not in audited.SKIPPED:  # not one line per block of a stemcell upload
         log.info("plan: %s:%s not sent (%s)", service, operation, verdict)
-    answer = _answer(operation, params)
-    with plan.current().permission(verdict):
-        audited.after(service, operation, params, answer)
+    answer = _answer(plan, operation, params)
+    with plan.permission(verdict):
+        audited.after(service, operation, params, answer, plan=plan)
     return answer
 
 
-def _dry_run(aws, client, method, service: str, operation: str, params: dict[str, Any]) -> str:
+def _dry_run(plan: Plan, retrying: Callable[[Callable[[], str]], str], method: Any, service: str, operation: str,
+             params: dict[str, Any]) -> str:
     model = method.__self__.meta.service_model.operation_model(operation)
     if "DryRun" not in (model.input_shape.members if model.input_shape else {}):
         return f"not checked: {service}:{operation} has no dry run"
-    imagined = plan.current().names_placeholder(params)
+    imagined = plan.names_placeholder(params)
     if imagined is not None:
         return f"not checked: it names {imagined}, which the plan would make"
     from botocore.exceptions import ClientError
@@ -59,7 +65,7 @@ def _dry_run(aws, client, method, service: str, operation: str, params: dict[str
         return "not checked: EC2 answered the dry run as if it were real"  # an EC2 look-alike without dry runs
 
     try:
-        return aws.retrying(dry, client, service, operation, idempotent=True)
+        return retrying(dry)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         code, message = error.get("Code", "?"), error.get("Message", "")
@@ -75,9 +81,9 @@ def _first(values: Any) -> dict[str, Any]:
     return values[0] if isinstance(values, list) and values and isinstance(values[0], dict) else {}
 
 
-def _answer(operation: str, p: dict[str, Any]) -> dict[str, Any]:
+def _answer(plan: Plan, operation: str, p: dict[str, Any]) -> dict[str, Any]:
     """What the code reads of each answer, with placeholders for what would be made."""
-    made = plan.current().placeholder
+    made = plan.placeholder
     if operation == "RunInstances":
         interface = _first(p.get("NetworkInterfaces"))
         return {"Instances": [{

@@ -21,13 +21,19 @@ import threading
 from collections.abc import Callable
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from cpi import backoff, bounded, plan, retry
+from cpi import backoff, bounded, retry
+from cpi.channel import Channel, Request
 from cpi.errors import CloudError
 
 from . import audited, errors
 from .job_config import AwsProperties
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
+
+T = TypeVar("T")
 
 log = logging.getLogger("cpi.clouds.aws")
 
@@ -50,7 +56,7 @@ def _slim_ec2_model() -> dict | None:
 
 
 @lru_cache(maxsize=2)
-def _loader(slim: bool):
+def _loader(slim: bool) -> Any:  # botocore is untyped: its objects are Any here
     """A botocore Loader that knows only the services this CPI uses (botocore otherwise
     lists ~440 data directories) and, when `slim`, serves the slim EC2 model. One per
     process, shared by its sessions: what it has read stays read (in a warm helper's
@@ -58,17 +64,17 @@ def _loader(slim: bool):
     import botocore.loaders
 
     class CpiLoader(botocore.loaders.Loader):
-        def list_available_services(self, type_name):
+        def list_available_services(self, type_name: str) -> list[str]:
             return list(SERVICES)
 
-        def load_service_model(self, service_name, type_name, api_version=None):
+        def load_service_model(self, service_name: str, type_name: str, api_version: str | None = None) -> Any:
             if slim and service_name == "ec2" and type_name == "service-2":
                 model = _slim_ec2_model()
                 if model is not None:
                     return model
             return super().load_service_model(service_name, type_name, api_version)
 
-        def load_data_with_path(self, name):
+        def load_data_with_path(self, name: str) -> Any:
             if slim and name == "endpoints":
                 # Only botocore's legacy resolver reads this 1.2 MB table; URLs and signing
                 # scopes come from each service's endpoint rule set. Answering with an empty
@@ -96,7 +102,7 @@ def preload() -> None:
                           config=Config(retries={"mode": "standard", "total_max_attempts": 1}))
 
 
-def _fixed_provider(credentials):
+def _fixed_provider(credentials: Any) -> Any:
     """A botocore credential provider that always answers `credentials`."""
     from botocore.credentials import CredentialProvider
 
@@ -104,7 +110,7 @@ def _fixed_provider(credentials):
         METHOD = getattr(credentials, "method", None) or "cpi"
         CANONICAL_NAME = "cpi"
 
-        def load(self):
+        def load(self) -> Any:
             return credentials
 
     return Fixed()
@@ -115,10 +121,11 @@ class Aws:
 
     `call(service, operation, **params)` sends one API request through cpi.retry; botocore
     exceptions come out unchanged (callers translate the codes they expect; the cloud
-    boundary translates the rest)."""
+    boundary translates the rest). `plan`: the call's (cpi.plan), which its channel keeps."""
 
-    def __init__(self, properties: AwsProperties):
+    def __init__(self, properties: AwsProperties, plan: Plan | None = None):
         self.properties = properties
+        self.channel = Channel(plan)
         self.requests: collections.Counter[str] = collections.Counter()
         self._session: Any = None  # botocore sessions (botocore is untyped)
         self._base_session: Any = None  # the session whose credentials sign (or assume the role)
@@ -128,13 +135,13 @@ class Aws:
 
     # ------------------------------------------------------------ clients
 
-    def _botocore_session(self):
+    def _botocore_session(self) -> Any:
         if self._session is None:
             self._session = self._new_session(self._credentials())
             self._base_session = self._base_session or self._session
         return self._session
 
-    def _new_session(self, credentials=None):
+    def _new_session(self, credentials: Any = None) -> Any:
         """A botocore session with this CPI's loader and request counter; `credentials`,
         when given, is the only credential source it consults."""
         import botocore.session
@@ -159,7 +166,7 @@ class Aws:
             with self._lock:
                 self.requests[parts[2]] += 1
 
-    def _config(self):
+    def _config(self) -> Any:
         from botocore.config import Config
 
         return Config(
@@ -172,13 +179,13 @@ class Aws:
             use_dualstack_endpoint=self.properties.dualstack or None,
         )
 
-    def client(self, service: str):
+    def client(self, service: str) -> Any:
         with self._lock:
             if service not in self._clients:
                 self._clients[service] = self._make_client(service)
             return self._clients[service]
 
-    def _make_client(self, service: str, session=None):
+    def _make_client(self, service: str, session: Any = None) -> Any:
         endpoint = getattr(self.properties, ENDPOINT_SETTINGS[service])
         return (session or self._botocore_session()).create_client(
             service,
@@ -212,7 +219,7 @@ class Aws:
             replace_file(path, pem)
         return str(path)
 
-    def _full_model_client(self, service: str):
+    def _full_model_client(self, service: str) -> Any:
         """A client on botocore's full model, for an operation the slim one lacks (a gap in
         slim.OPERATIONS: logged so it gets fixed, but never fatal)."""
         import botocore.session
@@ -230,7 +237,7 @@ class Aws:
 
     # ------------------------------------------------------------ credentials
 
-    def _credentials(self):
+    def _credentials(self) -> Any:
         """The credentials object every client signs with, or None for botocore's own
         chain (env_or_profile without a role)."""
         p = self.properties
@@ -248,7 +255,7 @@ class Aws:
             return self._assumed_role(base)
         return base
 
-    def _assumed_role(self, base):
+    def _assumed_role(self, base: Any) -> Any:
         """Refreshable AssumeRole credentials, fetched on first use: nothing is asked of STS
         until the first request is signed (and never for `info`)."""
         from botocore.credentials import DeferredRefreshableCredentials
@@ -327,15 +334,9 @@ class Aws:
         client = self.client(service)
         return self._send(client, service, operation, params, idempotent=idempotent, budget=budget, also=also)
 
-    def _send(self, client, service, operation, params, *, idempotent, budget, also):
+    def _send(self, client: Any, service: str, operation: str, params: dict[str, Any], *, idempotent: bool,
+              budget: float | None, also: Callable[[str], bool] | None) -> dict[str, Any]:
         method = self._method(client, service, operation)
-        if plan.active is not None:  # `cpi plan`: reads go out, mutations are only described
-            if audited.read_only(operation):
-                plan.active.read(f"{service}:{operation}", params)
-            else:
-                from . import planned
-
-                return planned.send(self, client, method, service, operation, params)
         earlier_unsure = False
 
         def send() -> dict[str, Any]:
@@ -350,11 +351,20 @@ class Aws:
                 earlier_unsure = earlier_unsure or retry.unsure(errors.classifier, exc)
                 raise
 
-        response = self.retrying(send, client, service, operation, idempotent=idempotent, budget=budget, also=also)
-        audited.after(service, operation, params, response)
-        return response
+        def withhold(plan: Plan) -> dict[str, Any]:  # `cpi plan`: a mutation is only described
+            from . import planned
 
-    def _method(self, client, service: str, operation: str):
+            return planned.send(plan, lambda dry: self.retrying(dry, client, service, operation, idempotent=True),
+                                method, service, operation, params)
+
+        return self.channel.send(
+            Request(f"{service}:{operation}", not audited.read_only(operation), params), send,
+            retrying=lambda attempt: self.retrying(attempt, client, service, operation, idempotent=idempotent,
+                                                   budget=budget, also=also),
+            withhold=withhold,
+            audit=lambda response: audited.after(service, operation, params, response, plan=None))
+
+    def _method(self, client: Any, service: str, operation: str) -> Any:
         from botocore import xform_name
 
         name = xform_name(operation)
@@ -366,8 +376,8 @@ class Aws:
             method = getattr(full, name)
         return method
 
-    def retrying(self, send: Callable[[], Any], client, service: str, operation: str, *, idempotent: bool,
-                 budget: float | None = None, also: Callable[[str], bool] | None = None) -> Any:
+    def retrying(self, send: Callable[[], T], client: Any, service: str, operation: str, *, idempotent: bool,
+                 budget: float | None = None, also: Callable[[str], bool] | None = None) -> T:
         """`send()` under cpi.retry, with this account's retry settings and shared backoff; an
         endpoint that cannot be reached leaves as one CloudError naming it and its setting."""
         what = f"{service}:{operation}"

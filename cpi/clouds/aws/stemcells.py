@@ -18,7 +18,7 @@ import math
 import tarfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import IO, Any
@@ -254,8 +254,7 @@ class Stemcells:
                 raise CloudError(f"snapshot {snapshot_id} failed: {found[0].get('StateMessage', 'no reason given')}")
             return waits.Check(state == "completed", state)
 
-        waits.until(check, what=f"snapshot {snapshot_id} to complete", timeout=self.properties.image_wait_timeout,
-                    setting="image_wait_timeout", schedule=IMAGE_WAIT, check_first=True)
+        self._until(check, f"snapshot {snapshot_id} to complete")
 
     def _wait_image(self, image_id: str) -> None:
         def check() -> waits.Check:
@@ -266,8 +265,12 @@ class Stemcells:
                 raise CloudError(f"image {image_id} is {state}: {reason}")
             return waits.Check(state == "available", state)
 
-        waits.until(check, what=f"image {image_id} to be available", timeout=self.properties.image_wait_timeout,
-                    setting="image_wait_timeout", schedule=IMAGE_WAIT, check_first=True)
+        self._until(check, f"image {image_id} to be available")
+
+    def _until(self, check: Callable[[], waits.Check], what: str) -> None:
+        """A stemcell's wait: bounded by image_wait_timeout, its first look at once."""
+        self.aws.channel.until(check, what=what, timeout=self.properties.image_wait_timeout,
+                               setting="image_wait_timeout", schedule=IMAGE_WAIT, check_first=True)
 
     # ------------------------------------------------------------ delete
 

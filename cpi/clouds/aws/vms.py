@@ -325,9 +325,9 @@ class Vms:
                 ok_to_retry=str(reason.get("Code", "")).startswith("Server."),
             )
 
-        waits.until(check, what=f"instance {vm_cid} to be running", timeout=self.properties.vm_wait_timeout,
-                    setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
-                    history=self.properties.history(f"instance running {instance_type}"))
+        self.aws.channel.until(check, what=f"instance {vm_cid} to be running", timeout=self.properties.vm_wait_timeout,
+                               setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
+                               history=self.properties.history(f"instance running {instance_type}"))
 
     def _clean_up_failed(self, vm_cid: VmCid, exc: BaseException) -> VMCreationFailed | None:
         """Terminate the half-made VM and wait until it is gone; returns the error to raise
@@ -377,9 +377,9 @@ class Vms:
                 return waits.Check(True, "terminated")
             return waits.Check(False, found["State"]["Name"])
 
-        waits.until(check, what=f"instance {vm_cid} to terminate", timeout=self.properties.vm_wait_timeout,
-                    setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
-                    history=self.properties.history("instance terminated"))
+        self.aws.channel.until(check, what=f"instance {vm_cid} to terminate", timeout=self.properties.vm_wait_timeout,
+                               setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
+                               history=self.properties.history("instance terminated"))
 
     def exists(self, vm_cid: VmCid) -> bool:
         return ids.is_instance(vm_cid) and lookups.instance(self.aws, vm_cid, missing_ok=True) is not None

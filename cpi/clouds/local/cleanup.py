@@ -42,7 +42,7 @@ def creating(session: Session, cid: str, *also_lock: str) -> Iterator[None]:
     """Make a new resource under its lock, announced as pending first: if this process
     dies half way, the next create's sweep finds the entry with its lock free and
     removes what was made; if it fails, it removes what it made before raising."""
-    orphans.sweep(session.store, functools.partial(delete_orphan, session))
+    orphans.sweep(session.store, functools.partial(delete_orphan, session), planned=session.plan is not None)
     with session.lock(cid, *also_lock):
         session.store.add_pending(cid)
         try:

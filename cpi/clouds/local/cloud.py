@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
-from cpi import plan
 from cpi.cids import DiskCid, VmCid
 from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import PartsCloud
@@ -73,7 +72,7 @@ class LocalCloud(PartsCloud):
         return self.session.store
 
     def before_call(self, method: str) -> None:
-        if self.properties.faults and plan.active is None:  # a plan uses up no injected fault
+        if self.properties.faults and self.context.plan is None:  # a plan uses up no injected fault
             faults.apply(self.properties.faults, method, self.store.root, self.store.lock_dir)
 
     @staticmethod

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from cpi import plan
 from cpi.locks import collect_stale, held, try_locked
 
 from . import faults
@@ -27,11 +26,12 @@ from .store import Store
 log = logging.getLogger(__name__)
 
 
-def sweep(store: Store, delete: Callable[[str], None]) -> None:
+def sweep(store: Store, delete: Callable[[str], None], *, planned: bool) -> None:
     """Remove what every dead create left. `delete(cid)` removes whatever exists under a
     cid and takes the locks that needs (a VM's disks too): the cloud's to give, so that
-    this module needs nothing of the cloud but its store."""
-    if plan.active is not None:  # the same finds, through a look that writes nothing
+    this module needs nothing of the cloud but its store. `planned`: the call runs under
+    `cpi plan` (cpi.plan), which writes nothing."""
+    if planned:  # the same finds, through a look that writes nothing
         for cid in store.pending():
             if not held(store.lock_dir, cid) and store.pending_path(cid).exists():
                 log.info("a create of %s was killed half way: the call would remove what it left", cid)

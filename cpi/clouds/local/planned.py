@@ -14,14 +14,14 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
 from cpi.plan import Plan
 
 from . import layout
-from .store import KINDS, Store, canonical_ip
+from .store import KINDS, R, Store, canonical_ip
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,10 @@ class PlannedStore(Store):
         return self.dir(kind, cid)
 
     # -- records
-    def load(self, kind, cid):
+    def load(self, kind: type[R], cid: str) -> R | None:
         if (kind, cid) in self._records:
             record = self._records[(kind, cid)]
-            return None if record is None else record.model_copy(deep=True)
+            return None if record is None else cast(R, record.model_copy(deep=True))  # saved by kind
         return super().load(kind, cid)
 
     def save(self, record: BaseModel) -> None:

@@ -13,14 +13,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
-from cpi import audit, plan
+from cpi.channel import Channel
 from cpi.locks import collect_stale, locked
 from cpi.models import AgentConfig, CallContext
 
 from .props import LocalProperties
 from .store import Store
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Session:
@@ -29,27 +33,31 @@ class Session:
         self.agent = agent
         self.context = context
         self.log = log
-        if plan.active is not None:
+        #: the call's plan (cpi.plan: `cpi plan`'s; None for a real call), and the audit
+        #: trail's way in under it (cpi.channel): the state dir is this cloud's only peer
+        self.plan = context.plan
+        self.channel = Channel(self.plan)
+        if self.plan is not None:
             from .planned import PlannedStore  # only a plan needs it: not on bin/cpi's start-up path
 
-            self.store: Store = PlannedStore(properties.state_dir, plan.active)
+            self.store: Store = PlannedStore(properties.state_dir, self.plan)
         else:
             self.store = Store(properties.state_dir)
 
     def effect(self, what: str) -> bool:
         """Whether to do file or process work now: in plan mode (cpi.plan) it is only logged."""
-        if plan.active is None:
+        if self.plan is None:
             return True
         self.log.info("plan: the call would %s", what)
         return False
 
-    def lock(self, *names: str):
-        if plan.active is not None:  # a plan writes nothing, lock files included: it reads what is there
+    def lock(self, *names: str) -> contextlib.AbstractContextManager[object]:
+        if self.plan is not None:  # a plan writes nothing, lock files included: it reads what is there
             return contextlib.nullcontext()
         return locked(self.store.lock_dir, *names, timeout=self.properties.lock_timeout)
 
     def audit(self, action: str, kind: str, cid: str, old: Any = None, new: Any = None) -> None:
-        audit.record(action, cid, {"old": old, "new": new}, resource_type=kind)
+        self.channel.record(action, cid, {"old": old, "new": new}, resource_type=kind)
 
     def audit_tags(self, kind: str, cid: str, current: dict[str, str], wanted: dict[str, str]) -> None:
         changed = {k: v for k, v in wanted.items() if current.get(k) != v}
@@ -57,17 +65,18 @@ class Session:
             self.audit("tag", kind, cid, old={k: current.get(k) for k in changed}, new=changed)
 
 
-def then_collect_stale_locks(method):
+def then_collect_stale_locks(method: Callable[P, R]) -> Callable[P, R]:
     """After a delete, remove lock files left by processes killed while holding them (a
     killed snapshot_disk's lock on its disk, say): deletes are what an operator runs after
     a kill, and the locks dir should then be empty. For methods of an object holding the
     call's `session`."""
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        result = method(self, *args, **kwargs)
-        if plan.active is None:
-            collect_stale(self.session.store.lock_dir)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        result = method(*args, **kwargs)
+        session = args[0].session  # type: ignore[attr-defined]  # a method of an object holding the call's session
+        if session.plan is None:
+            collect_stale(session.store.lock_dir)
         return result
 
     return wrapper

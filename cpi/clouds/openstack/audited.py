@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpi import audit
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.clouds.openstack")
 
@@ -112,9 +115,10 @@ def read_only(method: str) -> bool:
     return method in ("GET", "HEAD", "OPTIONS")
 
 
-def after(service: str, method: str, path: str, sent: Any, answer: Any) -> None:
+def after(service: str, method: str, path: str, sent: Any, answer: Any, *, plan: Plan | None = None) -> None:
     """Called with each request that got an answer: a line per mutation it made (a
-    DELETE answered 404 made none, unless an earlier attempt whose answer was lost did)."""
+    DELETE answered 404 made none, unless an earlier attempt whose answer was lost did);
+    under `plan` (the call's, cpi.plan) with each it withheld, the line going to the plan."""
     if read_only(method):
         return
     status = getattr(answer, "status_code", 200)
@@ -126,5 +130,5 @@ def after(service: str, method: str, path: str, sent: Any, answer: Any) -> None:
         log.warning("audit: cannot describe %s %s (%s); recording it bare", method, service, type(exc).__name__)
         made = [(method.lower(), "resource", None, None, None)]
     for action, kind, resource, old, new in made:
-        audit.record(action, resource, {"old": old, "new": new}, resource_type=kind,
+        audit.record(action, resource, {"old": old, "new": new}, plan=plan, resource_type=kind,
                      request=f"{service} {method} {path.split('?', 1)[0]}")

@@ -116,7 +116,7 @@ class OpenStackCloud(PartsCloud):
         if self._api is None:
             from .session import OpenStack
 
-            self._api = OpenStack(self.properties)
+            self._api = OpenStack(self.properties, self.context.plan)
         return self._api
 
     def vms(self) -> Vms:

@@ -81,9 +81,9 @@ class Disks:
                 raise CloudError(f"volume {disk_cid} went {status} while waiting for it to {what}")
             return waits.Check(done(volume), status, volume)
 
-        return waits.until(check, what=f"volume {disk_cid} to {what}", timeout=self.properties.state_timeout,
-                           setting="state_timeout", schedule=poll_schedule(self.properties),
-                           history=history(self.properties, f"volume {kind}") if kind else None)
+        return self.api.channel.until(check, what=f"volume {disk_cid} to {what}", timeout=self.properties.state_timeout,
+                                      setting="state_timeout", schedule=poll_schedule(self.properties),
+                                      history=history(self.properties, f"volume {kind}") if kind else None)
 
     # ------------------------------------------------------------ create / delete
 
@@ -331,8 +331,9 @@ class Disks:
             released = response.status_code == 404
             return waits.Check(released, "released" if released else "listed")
 
-        waits.until(check, what=f"Nova to release disk {disk_cid} from {vm_cid}", timeout=self.properties.state_timeout,
-                    setting="state_timeout", schedule=poll_schedule(self.properties), check_first=True)
+        self.api.channel.until(check, what=f"Nova to release disk {disk_cid} from {vm_cid}",
+                               timeout=self.properties.state_timeout,
+                               setting="state_timeout", schedule=poll_schedule(self.properties), check_first=True)
 
     # ------------------------------------------------------------ metadata and snapshots
 
@@ -400,8 +401,8 @@ class Disks:
                 raise CloudError(f"snapshot {snapshot_cid} went {status} while waiting for it to {what}")
             return waits.Check(done(snapshot), status)
 
-        waits.until(check, what=f"snapshot {snapshot_cid} to {what}", timeout=self.properties.state_timeout,
-                    setting="state_timeout", schedule=poll_schedule(self.properties))
+        self.api.channel.until(check, what=f"snapshot {snapshot_cid} to {what}", timeout=self.properties.state_timeout,
+                               setting="state_timeout", schedule=poll_schedule(self.properties))
 
 
 def _letter(device: str | None) -> str | None:

@@ -48,8 +48,8 @@ def _wait_active(api: OpenStack, properties: OpenStackProperties, loadbalancer_i
             raise CloudError(f"load balancer {loadbalancer_id} went ERROR")
         return waits.Check(status == "ACTIVE", status)
 
-    waits.until(check, what=f"load balancer {loadbalancer_id} to be ACTIVE", timeout=properties.state_timeout,
-                setting="state_timeout", schedule=poll_schedule(properties))
+    api.channel.until(check, what=f"load balancer {loadbalancer_id} to be ACTIVE", timeout=properties.state_timeout,
+                      setting="state_timeout", schedule=poll_schedule(properties))
 
 
 def add_member(api: OpenStack, properties: OpenStackProperties, pool_spec: LoadBalancerPool, address: str,

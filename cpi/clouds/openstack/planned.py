@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
-
-from cpi import plan
+from typing import TYPE_CHECKING, Any
 
 from . import audited
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.clouds.openstack")
 
@@ -43,15 +44,16 @@ class Answer:
         return self._document
 
 
-def send(service: str, method: str, path: str, body: Any) -> Answer:
-    answer = _answer(method, path, body)
+def send(plan: Plan, service: str, method: str, path: str, body: Any) -> Answer:
+    """Answer a mutation of the call's `plan` without sending it, and put it in the plan."""
+    answer = _answer(plan, method, path, body)
     log.info("plan: %s %s %s not sent", service, method, path.split("?", 1)[0])
-    with plan.current().permission(UNCHECKED):
-        audited.after(service, method, path, body, answer)
+    with plan.permission(UNCHECKED):
+        audited.after(service, method, path, body, answer, plan=plan)
     return answer
 
 
-def _answer(method: str, path: str, body: Any) -> Answer:
+def _answer(plan: Plan, method: str, path: str, body: Any) -> Answer:
     parts = audited.segments(path)
     sent = body if isinstance(body, dict) else {}
     if method == "DELETE":
@@ -62,7 +64,7 @@ def _answer(method: str, path: str, body: Any) -> Answer:
     if method == "POST" and len(parts) == 1:  # a create: the resource, as sent, with an id
         wrapper = next(iter(sent)) if len(sent) == 1 and isinstance(next(iter(sent.values())), dict) else None
         inner = dict(sent[wrapper]) if wrapper else dict(sent)
-        inner["id"] = plan.current().placeholder(PREFIX.get(collection, f"{collection.rstrip('s')}-"))
+        inner["id"] = plan.placeholder(PREFIX.get(collection, f"{collection.rstrip('s')}-"))
         inner.setdefault("status", FIRST_STATUS.get(collection, "creating"))
         if collection == "ports":
             inner.setdefault("fixed_ips", [])

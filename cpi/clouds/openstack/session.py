@@ -28,7 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cpi import backoff, bounded, plan, retry
+from cpi import backoff, bounded, retry
+from cpi.channel import Channel, Request
 
 from . import audited, errors
 from .props import OpenStackProperties
@@ -36,6 +37,8 @@ from .props import OpenStackProperties
 if TYPE_CHECKING:
     from keystoneauth1.session import Session
     from openstack.connection import Connection
+
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.clouds.openstack")
 
@@ -67,10 +70,12 @@ def preload() -> None:
 class OpenStack:
     """`request(service, method, path, ...)` sends one API request through cpi.retry and
     returns the `requests.Response`; an error status raises errors.ApiError (callers
-    translate the statuses they expect, the cloud boundary the rest)."""
+    translate the statuses they expect, the cloud boundary the rest). `plan`: the call's
+    (cpi.plan), which its channel keeps."""
 
-    def __init__(self, properties: OpenStackProperties):
+    def __init__(self, properties: OpenStackProperties, plan: Plan | None = None):
         self.properties = properties
+        self.channel = Channel(plan)
         self._urls: list[str] = []
         self._lock = threading.Lock()
         self._connection: Connection | None = None
@@ -105,7 +110,7 @@ class OpenStack:
         atexit.register(_remove, path)
         return path
 
-    def _auth_plugin(self):
+    def _auth_plugin(self) -> Any:  # keystoneauth1's, untyped
         from keystoneauth1.identity import v3
 
         p = self.properties
@@ -128,7 +133,7 @@ class OpenStack:
             **scope,
         )
 
-    def session(self):
+    def session(self) -> Session:
         """The keystoneauth session (one token for the whole call)."""
         if self._session is None:
             import requests
@@ -152,7 +157,7 @@ class OpenStack:
         return self._session
 
     @property
-    def connection(self):
+    def connection(self) -> Connection:
         """The openstacksdk Connection, built from cpi.json around `session()`: no
         clouds.yaml, no OS_* variables, the SDK's own retries off (cpi.retry retries)."""
         if self._connection is None:
@@ -181,7 +186,7 @@ class OpenStack:
             )
         return self._connection
 
-    def _count(self, response, *args: Any, **kwargs: Any) -> None:
+    def _count(self, response: Any, *args: Any, **kwargs: Any) -> None:
         with self._lock:
             self._urls.append(response.request.url or "")
 
@@ -197,7 +202,7 @@ class OpenStack:
             counts[max(matching)[1] if matching else "other"] += 1
         return counts
 
-    def adapter(self, service: str):
+    def adapter(self, service: str) -> Any:
         """The Connection's REST proxy of one service (paths relative to its versioned
         endpoint): the catalog endpoint of the configured region and interface, or the
         endpoint_overrides entry."""
@@ -296,21 +301,15 @@ class OpenStack:
         is returned (a dict, not a response). A response says `after_unknown_outcome` when
         an earlier attempt of it may have been carried out."""
         self.authenticate()
-        if plan.active is not None:  # `cpi plan`: reads go out, mutations are only described
-            if audited.read_only(method):
-                plan.active.read(f"{service} {method} {_path_only(path)}", path)
-            else:
-                return self._planned(service, method, path, json, ok, microversion)
-        adapter = self.adapter(service)
+        what = f"{service} {method} {_path_only(path)}"
         if microversion is None and service == "compute":
             microversion = COMPUTE_MICROVERSION
         if idempotent is None:
             idempotent = method != "POST" or find is not None
-        what = f"{service} {method} {_path_only(path)}"
         unsure = False
         was_unsure = False
 
-        def send():
+        def send() -> Any:
             nonlocal unsure, was_unsure
             if unsure and find is not None:
                 found = find()
@@ -330,7 +329,7 @@ class OpenStack:
             kwargs["headers"].setdefault("Accept", "application/json")
             started = time.monotonic()
             try:
-                response = adapter.request(path, method, **kwargs)
+                response = self.adapter(service).request(path, method, **kwargs)
             except Exception as exc:
                 unsure = errors.unsure(exc)
                 was_unsure = was_unsure or unsure
@@ -347,12 +346,20 @@ class OpenStack:
             response.after_unknown_outcome = was_unsure
             return response
 
-        answer = self._call_with_retry(send, what, idempotent=idempotent, budget=budget, also=also, service=service,
-                                       endpoint=self._endpoints[service])
-        audited.after(service, method, path, json, answer)
-        return answer
+        return self.channel.send(
+            Request(what, not audited.read_only(method), path), send,
+            retrying=lambda attempt: self._call_with_retry(attempt, what, idempotent=bool(idempotent), budget=budget,
+                                                           also=also, service=service,
+                                                           endpoint=self._endpoint(service)),
+            withhold=lambda plan: self._planned(plan, service, method, path, json, ok, microversion),
+            audit=lambda answer: audited.after(service, method, path, json, answer, plan=None))
 
-    def _planned(self, service: str, method: str, path: str, body: Any, ok: tuple[int, ...],
+    def _endpoint(self, service: str) -> str:
+        """`service`'s endpoint, found (the catalog read) on its first request."""
+        self.adapter(service)
+        return self._endpoints[service]
+
+    def _planned(self, plan: Plan, service: str, method: str, path: str, body: Any, ok: tuple[int, ...],
                  microversion: str | None) -> Any:
         """A mutation in plan mode (cpi.plan): not sent. A DELETE first looks (GET) at what
         it names: one that is not there gets the 404 the real DELETE would get."""
@@ -368,7 +375,7 @@ class OpenStack:
                     if 404 in ok:
                         return probe
                     raise errors.from_response(service, method, _path_only(path), probe)
-        return planned.send(service, method, path, body)
+        return planned.send(plan, service, method, path, body)
 
     def create(self, service: str, path: str, body: Any, *, key: str,
                find: Callable[[], dict[str, Any] | None] | None, **kwargs: Any) -> dict[str, Any]:
@@ -388,7 +395,7 @@ class OpenStack:
                 raise
             log.warning("%s %s: the last attempt was carried out after all: using what it made (%s)", service,
                         _path_only(path), found.get("id", "?"))
-            audited.after(service, "POST", path, body, found)
+            audited.after(service, "POST", path, body, found, plan=self.channel.plan)
             return found
         return result if isinstance(result, dict) else _json(result)[key]
 

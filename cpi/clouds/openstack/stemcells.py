@@ -140,8 +140,8 @@ class Stemcells:
                 raise CloudError(f"image {image_id} went {status} while uploading the stemcell")
             return waits.Check(status == "active", status)
 
-        waits.until(check, what=f"image {image_id} to be active", timeout=self.properties.state_timeout,
-                    setting="state_timeout", schedule=poll_schedule(self.properties), check_first=True)
+        self.api.channel.until(check, what=f"image {image_id} to be active", timeout=self.properties.state_timeout,
+                               setting="state_timeout", schedule=poll_schedule(self.properties), check_first=True)
 
     # ------------------------------------------------------------ delete
 

@@ -23,6 +23,7 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import Any
 
 from cpi import private
 from cpi.errors import CpiError
@@ -100,7 +101,7 @@ class TokenCache:
             self._path = self.directory / f"{digest[:40]}.json"
         return self._path
 
-    def load(self, plugin) -> bool:
+    def load(self, plugin: Any) -> bool:  # a keystoneauth1 identity plugin (untyped)
         """Install a cached token in the keystoneauth plugin; True when there was one."""
         path = self.path()
         if path is None:
@@ -117,7 +118,7 @@ class TokenCache:
         self._loaded = state
         return True
 
-    def save(self, plugin) -> None:
+    def save(self, plugin: Any) -> None:
         """Keep the plugin's token if it is not the one loaded."""
         path = self.path()
         if path is None:

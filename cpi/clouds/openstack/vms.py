@@ -290,9 +290,9 @@ class Vms:
             task = server.get("OS-EXT-STS:task_state")
             return waits.Check(False, f"{status} ({task})" if task else status)
 
-        waits.until(check, what=f"server {vm_cid} to be ACTIVE", timeout=self.properties.state_timeout,
-                    setting="state_timeout", schedule=poll_schedule(self.properties),
-                    history=history(self.properties, f"server ACTIVE {kind}"))
+        self.api.channel.until(check, what=f"server {vm_cid} to be ACTIVE", timeout=self.properties.state_timeout,
+                               setting="state_timeout", schedule=poll_schedule(self.properties),
+                               history=history(self.properties, f"server ACTIVE {kind}"))
 
     def _nova_port(self, vm_cid: VmCid, planned: networks.PlannedNetwork) -> dict[str, Any]:
         ports = networks.server_ports(self.api, vm_cid)
@@ -374,9 +374,9 @@ class Vms:
                 raise CloudError(f"Nova could not delete server {vm_cid}: {fault}")
             return waits.Check(False, f"{server.get('status')} ({task})" if task else server.get("status", "?"))
 
-        waits.until(check, what=f"server {vm_cid} to be deleted", timeout=self.properties.state_timeout,
-                    setting="state_timeout", schedule=poll_schedule(self.properties),
-                    history=history(self.properties, "server deleted"))
+        self.api.channel.until(check, what=f"server {vm_cid} to be deleted", timeout=self.properties.state_timeout,
+                               setting="state_timeout", schedule=poll_schedule(self.properties),
+                               history=history(self.properties, "server deleted"))
         return True
 
     def delete(self, vm_cid: VmCid) -> None:
@@ -419,8 +419,8 @@ class Vms:
                 raise CloudError(f"server {vm_cid} went ERROR while rebooting: {fault}")
             return waits.Check(status == "ACTIVE" and not task, f"{status} ({task})" if task else str(status))
 
-        waits.until(check, what=f"server {vm_cid} to reboot", timeout=self.properties.state_timeout,
-                    setting="state_timeout", schedule=poll_schedule(self.properties))
+        self.api.channel.until(check, what=f"server {vm_cid} to reboot", timeout=self.properties.state_timeout,
+                               setting="state_timeout", schedule=poll_schedule(self.properties))
 
     def set_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         wanted = tags.clean(metadata)

@@ -35,15 +35,15 @@ if TYPE_CHECKING:  # the parts and the session: pyVmomi's, imported by the first
     from .inventory import Inventory
     from .nsx.nsxt.networks import Networks
     from .placement.place import Place
-    from .session import Session
     from .stemcells import Stemcells
+    from .vcenter.session import Session
     from .vms.disks import Disks
     from .vms.vms import Vms
 
 
 class VsphereCloud(PartsCloud):
     name = "vsphere"
-    can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted (planned.py)
+    can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted (vcenter/planned.py)
     stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["vsphere"]
     Properties = VsphereProperties
     context_overrides = CONTEXT_OVERRIDES
@@ -95,10 +95,10 @@ class VsphereCloud(PartsCloud):
     @property
     def session(self) -> Session:
         if self._session is None:
-            from . import session
+            from .vcenter import session
 
             session.warn_unverified(self.properties)
-            self._session = session.get(self.properties)
+            self._session = session.get(self.properties, self.context.plan)
         return self._session
 
     @property
@@ -151,6 +151,7 @@ class VsphereCloud(PartsCloud):
 
     # -- managed networks (NSX-T's Manager API)
     def _networks(self, method: str) -> Networks:
+        from cpi.channel import Channel
         from cpi.errors import NotSupported
 
         from .nsx.nsxt.client import client_for
@@ -162,7 +163,7 @@ class VsphereCloud(PartsCloud):
         if self.properties.nsxt.use_policy_api:
             raise NotSupported(f"{method} is not supported through NSX-T's Policy API (vcenter.nsxt.use_policy_api), "
                                "as with the official CPI")
-        made = client_for(self.properties)
+        made = client_for(self.properties, Channel(self.context.plan))
         assert made is not None
         return Networks(made)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from pyVmomi import vim, vmodl
 
-    from .session import Session
+    from .vcenter.session import Session
 
 #: the kind of managed object asked about (pyVmomi's stubs type each)
 Kind = TypeVar("Kind")

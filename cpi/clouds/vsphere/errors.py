@@ -22,7 +22,7 @@ from cpi.errors import BoshError, CloudError
 
 class ConnectFailed(OSError):
     """Opening a connection (TCP, then TLS) to the vCenter failed or timed out: no request
-    left, so retrying is always safe. Raised by session.py's connection class around the
+    left, so retrying is always safe. Raised by vcenter/session.py's connection class around the
     socket's own error, which it chains."""
 
     def __init__(self, endpoint: str, timeout: float, cause: BaseException):
@@ -38,7 +38,7 @@ class ConnectFailed(OSError):
 class Unsure(CloudError):
     """A request that changes something failed on the wire after it was sent (its answer
     lost, a read timeout): the vCenter may have carried it out. Not retried blindly; the
-    caller looks whether it happened (cpi/clouds/vsphere/tasks.py `run`)."""
+    caller looks whether it happened (cpi/clouds/vsphere/vcenter/tasks.py `run`)."""
 
     def __init__(self, message: str):
         super().__init__(message, ok_to_retry=True)

@@ -18,7 +18,7 @@ from . import errors
 if TYPE_CHECKING:
     from pyVmomi import vim
 
-    from .session import Session
+    from .vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

@@ -11,7 +11,7 @@ before the clone: `nsxt`'s groups and server pools through the NSX-T manager of 
 `nsxt` (nsxt.Nsxt.prepare: the API(s) it chooses, migration mode's leniency included), and
 `nsx.lbs`' edges and pools through the NSX-V manager of cpi.json's `nsx` (nsxv.prepare;
 security groups need none: create_vm makes them). Those lookups run as under `cpi plan`, so
-that rest.py sends their reads and would withhold any write."""
+that vcenter/rest.py sends their reads and would withhold any write."""
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from cpi import plan
+from cpi.channel import Channel
 from cpi.clouds.findings import VM_KINDS, Finding, Item, missing, references
 from cpi.errors import BoshError, CloudError, CpiError
+from cpi.plan import Plan
 from cpi.validation import parse
 
 from . import lookups, passthrough
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
     from .job_config import VsphereProperties
     from .placement.place import Place
-    from .session import Session
+    from .vcenter.session import Session
 
     class VsphereCloud(Protocol):
         """What the checks read of the cloud that calls them (cloud.VsphereCloud), named
@@ -170,16 +171,16 @@ def _nsx(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
     asking = list(_asking(items, ("nsxt", "nsx")))
     if not asking:
         return []
-    properties, session = cloud.properties, cloud.session  # the vCenter's login: before the plan withholds writes
+    properties, session = cloud.properties, cloud.session  # the vCenter's login, made first
     findings: list[Finding] = []
-    with _reads_only():
-        manager = nsxt.for_vms(session, properties) if any(props.nsxt for _, props in asking) else None
+    with _reads_only(session.channel) as channel:
+        manager = nsxt.for_vms(session, properties, channel) if any(props.nsxt for _, props in asking) else None
         for item, props in asking:
             if props.nsxt is not None:
                 findings += _nsxt(manager, properties, f"{item.path}.nsxt", props.nsxt)
             if props.nsx is not None:
                 where = f"{item.path}.nsx" + (".lbs" if properties.nsx is not None and props.nsx.lbs else "")
-                findings += _refused(where, functools.partial(nsxv.prepare, properties, props.nsx, None))
+                findings += _refused(where, functools.partial(nsxv.prepare, properties, props.nsx, None, channel))
     return findings
 
 
@@ -212,18 +213,16 @@ def _refused(path: str, look: Callable[[], object]) -> list[Finding]:
 
 
 @contextmanager
-def _reads_only() -> Iterator[None]:
-    """Run the NSX lookups as under `cpi plan` (cpi.plan): rest.py sends their reads and
-    withholds any write, which the plan then lists. They ask none; should one ever be asked,
-    it was not sent, and the check fails naming it."""
-    if plan.active is not None:  # a plan withholds the writes already
-        yield
+def _reads_only(channel: Channel) -> Iterator[Channel]:
+    """A channel (cpi.channel) for the NSX lookups that runs them as under `cpi plan`
+    (cpi.plan): vcenter/rest.py sends their reads and withholds any write, which the plan then lists.
+    They ask none; should one ever be asked, it was not sent, and the check fails naming it.
+    `channel` is the call's: one already planned withholds the writes itself."""
+    if channel.plan is not None:
+        yield channel
         return
-    watching = plan.begin()
-    try:
-        yield
-    finally:
-        plan.end()
+    watching = Plan()
+    yield Channel(watching)
     if watching.mutations:
         asked = ", ".join(str(step.get("request") or step.get("action")) for step in watching.mutations)
         raise CpiError(f"cpi validate --online: the NSX checks asked to write ({asked}); withheld, nothing was sent")

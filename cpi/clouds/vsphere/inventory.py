@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.clouds.inventory import Offer, Resource, read_so_far
 
-from . import collector, tasks
+from . import collector
 from .collector import Kind
 from .names import ORIGIN_KEYS, SNAPSHOTS
+from .vcenter import tasks
 from .vms import devices
 
 if TYPE_CHECKING:
     from .placement.place import Place
-    from .session import Session
+    from .vcenter.session import Session
 
 
 def _collect(session: Session, root: Any, kind: type[Kind], paths: list[str]) -> list[tuple[Kind, dict[str, Any]]]:

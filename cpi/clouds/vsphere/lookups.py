@@ -26,7 +26,7 @@ from . import collector
 if TYPE_CHECKING:
     from pyVmomi import vim
 
-    from .session import Session
+    from .vcenter.session import Session
 
 #: the kind of managed object a lookup expects (pyVmomi's own stubs type them)
 Found = TypeVar("Found")

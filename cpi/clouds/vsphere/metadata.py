@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

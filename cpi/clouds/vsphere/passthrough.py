@@ -36,13 +36,14 @@ from typing import TYPE_CHECKING, Any
 from cpi.cids import VmCid
 from cpi.errors import VMCreationFailed
 
-from . import collector, errors, lookups, tasks
+from . import collector, errors, lookups
 from .placement.chosen import Found
 from .props import PASSTHROUGH_KEYS
+from .vcenter import tasks
 
 if TYPE_CHECKING:
     from .props import VMCloudProperties
-    from .session import Session
+    from .vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

@@ -30,13 +30,14 @@ from cpi import locks, waits
 from cpi.cids import StemcellCid
 from cpi.errors import CloudError
 
-from . import collector, errors, extension, metadata, tasks, transfer
+from . import collector, errors, extension, metadata
 from .placement.datastores import describe, pick
 from .placement.place import Place
 from .templates import Template
+from .vcenter import tasks, transfer
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -153,8 +154,9 @@ class Stemcells:
                                      f"{errors.describe(lease.error) if lease.error else 'no reason given'}")
                 return waits.Check(state == "ready", state, state)
 
-            waits.until(ready, what=f"import lease of {stemcell_cid}", timeout=self.properties.task_timeout,
-                        schedule=LEASE_SCHEDULE, setting="task_timeout", log=log, check_first=True)
+            self.session.channel.until(ready, what=f"import lease of {stemcell_cid}",
+                                       timeout=self.properties.task_timeout,
+                                       schedule=LEASE_SCHEDULE, setting="task_timeout", log=log, check_first=True)
             info = lease.info
             vm = info.entity
             items = {item.deviceId: item for item in spec.fileItem or []}

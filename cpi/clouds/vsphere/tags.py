@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.errors import VMCreationFailed
 
-from . import transfer
+from .vcenter import transfer
 
 if TYPE_CHECKING:
     from .props import Tag
-    from .session import Session
+    from .vcenter.session import Session
 
 REST = "/rest/com/vmware/cis"
 SESSION_HEADER = "vmware-api-session-id"

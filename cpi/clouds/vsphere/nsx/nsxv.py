@@ -30,19 +30,20 @@ from __future__ import annotations
 
 import logging
 import time
-import xml.etree.ElementTree as ET  # nosec B405  # the reason is in vsphere/session.py
+import xml.etree.ElementTree as ET  # nosec B405  # the reason is in vsphere/vcenter/session.py
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cpi import plan
 from cpi.errors import CloudError, VMCreationFailed
 
-from .. import rest
-from ..session import tls_context, verified
+from ..vcenter import rest
+from ..vcenter.session import tls_context, verified
 
 if TYPE_CHECKING:
+    from cpi.channel import Channel
+
     from ..job_config import Nsx as NsxConfig
     from ..props import NsxVmProperties
 
@@ -137,7 +138,7 @@ class Manager:
     given and not at all otherwise, the official CPI's rule)."""
 
     def __init__(self, config: NsxConfig, *, ssl_verify: bool | None, budget: float, connect_timeout: float,
-                 read_timeout: float):
+                 read_timeout: float, channel: Channel):
         password = config.password.get_secret_value()
         verify = verified(ssl_verify, config.ca_cert, config.ca_cert_file)
         self.address = config.address
@@ -146,7 +147,8 @@ class Manager:
             address_key="nsx.address (the job's vcenter.nsx.address)",
             context=tls_context(config.ca_cert, config.ca_cert_file, verify, "nsx"),
             headers={**rest.basic(config.user, password), "Accept": "application/xml"}, user=config.user,
-            secrets=[password], budget=budget, connect_timeout=connect_timeout, read_timeout=read_timeout)
+            secrets=[password], budget=budget, connect_timeout=connect_timeout, read_timeout=read_timeout,
+            channel=channel)
 
     def _ask(self, method: str, path: str, document: ET.Element | None = None, *,
              idempotent: bool | None = None, resend: bool = True) -> rest.Response:
@@ -225,8 +227,8 @@ class Manager:
         ET.SubElement(document, "extendedAttributes")
         # sent again when its answer was lost: the second is answered "name taken", and found below
         response = self._ask("POST", f"{GROUPS}/bulk/{SCOPE}", document, idempotent=True)
-        if response.planned:
-            return plan.current().placeholder("securitygroup-")
+        if response.planned and self.client.channel.plan is not None:
+            return self.client.channel.plan.placeholder("securitygroup-")
         made = response.body.decode("utf-8", "replace").strip()
         if response.ok and made and "<" not in made:
             log.info("create_vm: made NSX-V security group %s (%s)", name, made)
@@ -310,9 +312,11 @@ class Joining:
             self.manager.add_to_pool(edge_id, edge_name, pool_name, members)
 
 
-def prepare(properties: Any, asked: NsxVmProperties | None, env: dict[str, Any] | None) -> Joining | None:
+def prepare(properties: Any, asked: NsxVmProperties | None, env: dict[str, Any] | None,
+            channel: Channel) -> Joining | None:
     """What NSX-V is to do for a VM of the vm_type's `nsx` (`asked`) and the director's `env`,
-    with its edges and pools found: None when nothing (no manager, or no group to join).
+    with its edges and pools found, asked through `channel` (the call's: cpi.channel): None
+    when nothing (no manager, or no group to join).
     VMCreationFailed, before anything is made, when the vm_type sets `nsx` and cpi.json
     names no manager, or an edge or pool is not there."""
     config = properties.nsx
@@ -330,7 +334,7 @@ def prepare(properties: Any, asked: NsxVmProperties | None, env: dict[str, Any] 
         return None
     manager = Manager(config, ssl_verify=properties.ssl_verify, budget=properties.retry_budget_seconds,
                       connect_timeout=properties.connect_timeout,
-                      read_timeout=properties.read_timeout)
+                      read_timeout=properties.read_timeout, channel=channel)
     known = manager.security_groups()
     pools: list[tuple[str, str, str, list[Any]]] = []
     if lbs:

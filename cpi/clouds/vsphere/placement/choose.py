@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ..job_config import ClusterProperties
     from ..props import VMCloudProperties
-    from ..session import Session
+    from ..vcenter.session import Session
     from .place import Place
 
 

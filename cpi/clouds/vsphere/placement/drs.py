@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from cpi import locks
 from cpi.errors import CloudError
 
-from .. import tasks
+from ..vcenter import tasks
 
 if TYPE_CHECKING:
     from ..job_config import VsphereProperties
-    from ..session import Session
+    from ..vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

@@ -14,7 +14,7 @@ from cpi.errors import VMCreationFailed
 if TYPE_CHECKING:
     from cpi.models import Network
 
-    from ..session import Session
+    from ..vcenter.session import Session
 
 
 def check(session: Session, datacenter: Any, networks: dict[str, Network]) -> None:

@@ -20,7 +20,7 @@ from cpi.errors import VMCreationFailed
 if TYPE_CHECKING:
     from pyVmomi import vim
 
-    from ..session import Session
+    from ..vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ..job_config import ClusterProperties, VsphereProperties
-    from ..session import Session
+    from ..vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -137,7 +137,7 @@ class Place:
         """Delete a datastore file or directory (`[ds] path`); one that is not there is no error."""
         from pyVmomi import vim
 
-        from .. import tasks
+        from ..vcenter import tasks
 
         try:
             tasks.wait(self.session, self.session.content.fileManager.DeleteDatastoreFile_Task(

@@ -29,7 +29,7 @@ from .. import collector
 from ..patterns import compile_pattern
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from ..placement.chosen import Placement
     from ..placement.place import Place
-    from ..session import Session
     from ..templates import Template
+    from ..vcenter.session import Session
     from .spec import VmSpec
 
 

@@ -39,16 +39,17 @@ from cpi.errors import CloudError, DiskNotAttached, DiskNotFound, NotSupported
 from cpi.errors import NotImplemented as CpiNotImplemented
 from cpi.validation import parse
 
-from .. import errors, tasks
+from .. import errors
 from ..names import SNAPSHOTS
 from ..patterns import compile_pattern
 from ..placement.datastores import Datastore, describe, pick
 from ..placement.place import Place
 from ..props import DiskCloudProperties
+from ..vcenter import tasks
 from . import devices, records
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..vcenter.session import Session
     from .existing import ExistingVms
 
 log = logging.getLogger("cpi.clouds.vsphere")

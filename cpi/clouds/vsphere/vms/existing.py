@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 from cpi import locks
 from cpi.errors import VMNotFound
 
-from .. import tasks
+from ..vcenter import tasks
 from . import devices, records
 
 if TYPE_CHECKING:
     from cpi.cids import DiskCid, VmCid
 
     from ..placement.place import Place
-    from ..session import Session
+    from ..vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 

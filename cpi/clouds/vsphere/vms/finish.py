@@ -14,8 +14,9 @@ from cpi import agent_env
 from cpi.errors import VMCreationFailed
 from cpi.models import AgentConfig, Network
 
-from .. import passthrough, tasks, transfer
+from .. import passthrough
 from ..placement import drs
+from ..vcenter import tasks, transfer
 from . import devices
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from ..placement.datastores import Datastore
     from ..placement.place import Place
     from ..props import VMCloudProperties
-    from ..session import Session
+    from ..vcenter.session import Session
     from .spec import VmSpec
 
 log = logging.getLogger("cpi.clouds.vsphere")

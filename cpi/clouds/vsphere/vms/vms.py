@@ -23,11 +23,12 @@ from cpi.cids import AgentId, DiskCid, StemcellCid, VmCid
 from cpi.errors import BoshError, VMCreationFailed
 from cpi.models import Network, VMResources
 
-from .. import errors, metadata, tasks
+from .. import errors, metadata
 from ..placement import drs
 from ..placement.choose import choose
 from ..stemcells import StemcellMissing, Stemcells
 from ..templates import Template
+from ..vcenter import tasks
 from . import clone, devices
 from .existing import ExistingVms
 from .finish import finish
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from ..placement.datastores import Datastore
     from ..placement.place import Place
     from ..props import VMCloudProperties
-    from ..session import Session
+    from ..vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -67,7 +68,7 @@ class Vms(ExistingVms):
         if self.properties.nsx is not None or props.nsx is not None:  # NSX's clients load only when named
             from ..nsx import nsxv
 
-            nsxv_joining = nsxv.prepare(self.properties, props.nsx, env)
+            nsxv_joining = nsxv.prepare(self.properties, props.nsx, env, self.session.channel)
         placement = choose(self.session, self.place, props, nets, spec.need_mib)
         template = self._template(stemcell_cid, placement.datastore)
         backings = clone.backings(self.session, self.place, spec)
@@ -127,7 +128,7 @@ class Vms(ExistingVms):
             return None
         from ..nsx import nsxt
 
-        return nsxt.for_vms(self.session, self.properties)
+        return nsxt.for_vms(self.session, self.properties, self.session.channel)
 
     def _template(self, stemcell_cid: StemcellCid, datastore: Datastore) -> Template:
         try:

@@ -30,8 +30,10 @@ from .policy import Policy
 from .vnics import address, addresses, on_nsx
 
 if TYPE_CHECKING:
+    from cpi.channel import Channel
+
     from ...props import NsxtVmProperties
-    from ...session import Session
+    from ...vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -184,7 +186,8 @@ class Nsxt:
             (self.manager or ManagerApi(self.client)).tag_vm(vm_cid, metadata)
 
 
-def for_vms(session: Session, properties: Any) -> Nsxt | None:
-    """The NSX-T manager cpi.json names; None without one."""
-    made = client_for(properties)
+def for_vms(session: Session, properties: Any, channel: Channel) -> Nsxt | None:
+    """The NSX-T manager cpi.json names, asked through `channel` (the call's: cpi.channel);
+    None without one."""
+    made = client_for(properties, channel)
     return Nsxt(session, made) if made is not None else None

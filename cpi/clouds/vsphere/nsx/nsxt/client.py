@@ -1,7 +1,7 @@
 """One NSX-T manager over HTTPS, as the client of both its APIs (the Manager API under
 /api/v1, the Policy API under /policy/api/v1): its authentication, TLS and JSON documents;
 the wire's rules (retries within the call's budget, `cpi plan`, the audit trail) are
-rest.py's.
+vcenter/rest.py's.
 
 NSX refuses a write with 409 or 412 when the object changed since it was read (another
 writer came first): `Client.changed` reads, edits and writes again until it is not."""
@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from cpi.errors import CloudError
 
-from ... import rest
-from ...session import tls_context, verified
+from ...vcenter import rest
+from ...vcenter.session import tls_context, verified
 
 if TYPE_CHECKING:
+    from cpi.channel import Channel
+
     from ...job_config import Nsxt as NsxtConfig
 
 log = logging.getLogger("cpi.clouds.vsphere")
@@ -46,7 +48,7 @@ class Client:
     """The NSX-T manager cpi.json's `nsxt` names."""
 
     def __init__(self, config: NsxtConfig, *, ssl_verify: bool | None, budget: float, connect_timeout: float,
-                 read_timeout: float):
+                 read_timeout: float, channel: Channel):
         self.config, self.ssl_verify = config, ssl_verify
         secret = config.password.get_secret_value() if config.password else ""
         self.rest = rest.Client(config.host, peer="the NSX-T manager", ca_key="nsxt.ca_cert",
@@ -54,7 +56,8 @@ class Client:
                                 headers=self._headers(), user=config.username or "",
                                 secrets=[secret, config.auth_private_key.get_secret_value()
                                          if config.auth_private_key else ""],
-                                budget=budget, connect_timeout=connect_timeout, read_timeout=read_timeout)
+                                budget=budget, connect_timeout=connect_timeout, read_timeout=read_timeout,
+                                channel=channel)
 
     def _tls(self) -> ssl.SSLContext:
         """Verified as the job's `ssl_verify` says (session.verified: unset, against `ca_cert`
@@ -156,11 +159,12 @@ class Client:
         raise CloudError(f"NSX-T {path.split('?', 1)[0]}: {what} still met others' changes after {CONFLICTS} attempts")
 
 
-def client_for(properties: Any) -> Client | None:
-    """The NSX-T manager cpi.json names; None without one."""
+def client_for(properties: Any, channel: Channel) -> Client | None:
+    """The NSX-T manager cpi.json names, asked through `channel` (the call's: cpi.channel);
+    None without one."""
     config = properties.nsxt
     if config is None:
         return None
     return Client(config, ssl_verify=properties.ssl_verify, budget=properties.retry_budget_seconds,
                   connect_timeout=properties.connect_timeout,
-                  read_timeout=properties.read_timeout)
+                  read_timeout=properties.read_timeout, channel=channel)

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cpi import waits
 from cpi.cids import VmCid
+
+if TYPE_CHECKING:
+    from cpi.channel import Channel
 
 log = logging.getLogger("cpi.clouds.vsphere")
 T = TypeVar("T")
@@ -21,13 +24,14 @@ DISCOVERY_SECONDS = 60
 DISCOVERY_SCHEDULE = waits.Schedule(first=0.5, factor=1.5, cap=5.0)
 
 
-def discovered(look: Callable[[], waits.Check[T]], *, what: str, wait: float) -> T | None:
+def discovered(look: Callable[[], waits.Check[T]], *, what: str, wait: float, channel: Channel) -> T | None:
     """What `look` finds: at once when NSX has it already (so `cpi plan`, which waits for
-    nothing, sees it too), else, with `wait`, once it has (WaitTimeout after `wait` seconds)."""
+    nothing, sees it too), else, with `wait`, once it has (WaitTimeout after `wait` seconds).
+    `channel`: the call's (cpi.channel), whose plan notes the wait instead."""
     first = look()
     if first.done or not wait:
         return first.value
-    return waits.until(look, what=what, timeout=wait, schedule=DISCOVERY_SCHEDULE, log=log)
+    return channel.until(look, what=what, timeout=wait, schedule=DISCOVERY_SCHEDULE, log=log)
 
 
 def is_mine(member: dict[str, Any], vm_cid: VmCid, addresses: Callable[[], set[str]]) -> bool:

@@ -90,7 +90,8 @@ class ManagerApi:
                 return waits.Check(False, f"{len(ports)} of {len(vifs)} logical ports", ports)
             return waits.Check(True, f"{len(ports)} logical ports", ports)
 
-        return discovered(look, what=f"NSX-T at {self.host} to show the logical ports of VM {vm_cid}", wait=wait) or []
+        return discovered(look, what=f"NSX-T at {self.host} to show the logical ports of VM {vm_cid}", wait=wait,
+                          channel=self.client.rest.channel) or []
 
     # ------------------------------------------------------------ changes
 

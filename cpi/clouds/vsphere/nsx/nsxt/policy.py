@@ -85,7 +85,8 @@ class Policy:
             return waits.Check(bool(found), "seen" if found else "not in NSX's inventory yet",
                                found[0].get("external_id") if found else None)
 
-        return discovered(look, what=f"NSX-T at {self.host} to see VM {vm_cid}", wait=wait)
+        return discovered(look, what=f"NSX-T at {self.host} to see VM {vm_cid}", wait=wait,
+                          channel=self.client.rest.channel)
 
     # ------------------------------------------------------------ changes
 
@@ -167,7 +168,7 @@ class Policy:
                 return waits.Check(bool(path), "found" if path else "not realized yet", path)
 
             port = discovered(look, what=f"NSX-T at {self.host} to show the segment port of {vm_cid}'s NIC "
-                              f"{attachment}", wait=wait)
+                              f"{attachment}", wait=wait, channel=self.client.rest.channel)
             if port is None:
                 continue
             self.client.changed(API + port, lambda current: bosh_tags(current, metadata), method="PATCH")

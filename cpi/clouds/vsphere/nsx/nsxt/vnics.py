@@ -14,7 +14,7 @@ from cpi.cids import VmCid
 from ... import collector
 
 if TYPE_CHECKING:
-    from ...session import Session
+    from ...vcenter.session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -68,8 +68,8 @@ def address(session: Session, vm: Any, vm_cid: VmCid, networks: dict[str, Any]) 
             usable = False
         return waits.Check(usable, f"VMware Tools report {found!r}" if found else "no address reported yet", found)
 
-    return waits.until(look, what=f"VM {vm_cid} to report its address through VMware Tools",
-                       timeout=GUEST_ADDRESS_SECONDS, schedule=GUEST_SCHEDULE, check_first=True, log=log)
+    return session.channel.until(look, what=f"VM {vm_cid} to report its address through VMware Tools",
+                                 timeout=GUEST_ADDRESS_SECONDS, schedule=GUEST_SCHEDULE, check_first=True, log=log)
 
 
 def addresses(session: Session, vm: Any) -> set[str]:

@@ -9,8 +9,8 @@ manager's module only says what it asks and how it reads the answers.
   5xx only for safe requests. When the retries run out on a status, the last answer is
   returned, so the caller can read the server's own error document; a failure of the wire
   becomes a CloudError naming the request and the server, never the password.
-- Under `cpi plan` (cpi.plan) a read goes out, a write does not: planned.http lists it,
-  and the answer says it was `planned`. A write the server accepted is audited
+- Under `cpi plan` (cpi.plan: the `channel` the client is made with) a read goes out, a
+  write does not: planned.http lists it, and the answer says it was `planned`. A write the server accepted is audited
   (audited.http_after), as every change of this cloud is.
 """
 
@@ -19,12 +19,19 @@ from __future__ import annotations
 import base64
 import http.client
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cpi import plan, retry
+from cpi import retry
+from cpi.channel import Channel, Request
 
-from . import audited, errors
+from .. import errors
+from . import audited
 from .session import _Connection, split_address
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 READS = ("GET", "HEAD")
 
@@ -57,8 +64,9 @@ class Client:
 
     def __init__(self, address: str, *, peer: str, address_key: str, ca_key: str, context: ssl.SSLContext,
                  headers: dict[str, str], user: str, secrets: list[str], budget: float, connect_timeout: float,
-                 read_timeout: float):
+                 read_timeout: float, channel: Channel):
         self.address, self.peer, self.address_key, self.ca_key = address, peer, address_key, ca_key
+        self.channel = channel  # the call's stages (cpi.channel): a planned call's writes are withheld
         self.host, self.port = split_address(address)
         self.context, self.headers, self.user = context, headers, user
         self.secrets = [secret for secret in secrets if secret]
@@ -72,13 +80,6 @@ class Client:
         rather than sent again as it is: for a document read just before, which must be
         read again first."""
         what = what or f"{method} {path.split('?', 1)[0]}"
-        if plan.active is not None:
-            if method not in READS:
-                from . import planned
-
-                status, data = planned.http(method, path, body)
-                return Response(status, data, planned=True)
-            plan.active.read(what, path)
         safe = idempotent if idempotent is not None else method in (*READS, "PUT", "DELETE")
 
         def send() -> Response:
@@ -94,18 +95,30 @@ class Client:
                 raise _Status(answer.status, answer.reason, data)
             return Response(answer.status, data)
 
-        try:
-            response = retry.call(send, classify=errors.classifier(idempotent=safe), what=what, budget=self.budget,
+        def retrying(sending: Callable[[], Response]) -> Response:
+            try:
+                return retry.call(sending, classify=errors.classifier(idempotent=safe), what=what, budget=self.budget,
                                   service=self.peer)
-        except _Status as exc:  # asked again as often as the budget allows: the server's last word
-            response = exc.response
-        except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed
-            raise errors.to_cloud_error(exc, what=what, endpoint=self.address, user=self.user, secrets=self.secrets,
-                                        connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
-                                        peer=self.peer, ca_key=self.ca_key, address_key=self.address_key) from None
-        if method not in READS and response.ok:
-            audited.http_after(method, path, body)
-        return response
+            except _Status as exc:  # asked again as often as the budget allows: the server's last word
+                return exc.response
+            except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed
+                raise errors.to_cloud_error(exc, what=what, endpoint=self.address, user=self.user,
+                                            secrets=self.secrets, connect_timeout=self.connect_timeout,
+                                            read_timeout=self.read_timeout, peer=self.peer, ca_key=self.ca_key,
+                                            address_key=self.address_key) from None
+
+        def withhold(plan: Plan) -> Response:
+            from . import planned
+
+            status, data = planned.http(plan, method, path, body)
+            return Response(status, data, planned=True)
+
+        def audit(response: Response) -> None:
+            if response.ok:
+                audited.http_after(method, path, body, plan=None)
+
+        return self.channel.send(Request(what, method not in READS, path), send, retrying=retrying,
+                                 withhold=withhold, audit=audit)
 
     def scrub(self, text: str) -> str:
         """`text` (a server's error document, for a message) without a secret in it."""

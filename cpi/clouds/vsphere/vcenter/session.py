@@ -39,15 +39,20 @@ import ssl
 import threading
 import time
 import xml.etree.ElementTree as ElementTree  # nosec B405  # the reason is where it parses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cpi import bounded, plan, retry
-from cpi.errors import CloudError
+from cpi import bounded, retry
+from cpi.channel import Channel, Request
+from cpi.errors import BoshError, CloudError
 
-from . import audited, errors
+from .. import errors
+from . import audited
 
 if TYPE_CHECKING:
-    from .job_config import VsphereProperties
+    from cpi.plan import Plan
+
+    from ..job_config import VsphereProperties
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -224,7 +229,7 @@ def _idempotent(method: str) -> bool:
     return audited.read_only(method) or method.startswith(_SAFE_PREFIXES) or method in _SAFE_METHODS
 
 
-def _make_stub_class():
+def _make_stub_class() -> type:
     """The SoapStubAdapter subclass (built on first use: pyVmomi is imported here)."""
     from pyVmomi.SoapAdapter import SoapStubAdapter
 
@@ -234,21 +239,15 @@ def _make_stub_class():
 
         session: Session
 
-        def InvokeMethod(self, mo, info, args, outerStub=None):  # pyVmomi's name
+        def InvokeMethod(self, mo: Any, info: Any, args: Any, outerStub: Any = None) -> Any:  # pyVmomi's name
             method = info.wsdlName
             what = f"{type(mo).__name__.rsplit('.', 1)[-1]}.{method}"
             session = self.session
             relogins = 0
             changes = not audited.read_only(method)
             params = {p.name: a for p, a in zip(info.params, args, strict=False)} if changes else {}
-            if plan.active is not None:  # `cpi plan`: reads go out, every other method is withheld
-                from . import planned
 
-                if changes:
-                    return planned.withhold(session, self, mo, method, params, bool(getattr(info, "isTask", False)))
-                planned.before_read(mo, method, args)
-
-            def send():
+            def send() -> Any:
                 session.requests += 1
                 if not session.properties.http_logging:
                     return SoapStubAdapter.InvokeMethod(self, mo, info, args, outerStub)
@@ -263,7 +262,7 @@ def _make_stub_class():
                          time.monotonic() - started)
                 return answer
 
-            def attempt():
+            def attempt() -> Any:
                 nonlocal relogins
                 relogins = 0  # counted per attempt: a retry after a wire failure starts afresh
                 while True:
@@ -278,33 +277,45 @@ def _make_stub_class():
                                     session.address, session.user, errors.describe(exc))
                     session.stub.cookie = ""  # the vCenter said the session is gone: a new login starts without it
                     session.login()
-                    self.cookie = session.cookie  # the storage policy stub (pbm.py) shares the vim25 login
+                    self.cookie = session.cookie  # the storage policy stub (placement/pbm.py) shares the vim25 login
 
-            try:
-                answer = retry.call(attempt, classify=errors.classifier(idempotent=_idempotent(method)), what=what,
-                                    budget=session.budget, service="vim25")
-            except Exception as exc:
-                if errors.fault_name(exc) not in (None, "NotAuthenticated") and method != "Login":
-                    raise  # the vCenter's answer: the caller knows what it means
-                translated = session.translate(exc, what)
-                if errors.fault_name(exc) is None and retry.unsure(errors.classifier, exc):
-                    raise errors.Unsure(translated.message) from None
-                raise translated from None
-            if changes:
-                audited.after(mo, method, params, answer)
-            return answer
+            def retrying(sending: Callable[[], Any]) -> Any:
+                try:
+                    return retry.call(sending, classify=errors.classifier(idempotent=_idempotent(method)), what=what,
+                                      budget=session.budget, service="vim25")
+                except Exception as exc:
+                    if errors.fault_name(exc) not in (None, "NotAuthenticated") and method != "Login":
+                        raise  # the vCenter's answer: the caller knows what it means
+                    translated = session.translate(exc, what)
+                    if errors.fault_name(exc) is None and retry.unsure(errors.classifier, exc):
+                        raise errors.Unsure(translated.message) from None
+                    raise translated from None
+
+            def withhold(plan: Plan) -> Any:  # `cpi plan`: reads go out, every other method is withheld
+                from . import planned
+
+                return planned.withhold(plan, session, self, mo, method, params, bool(getattr(info, "isTask", False)))
+
+            def before_read(plan: Plan) -> None:
+                from . import planned
+
+                planned.before_read(plan, mo, method, args)
+
+            return session.channel.send(Request(what, changes), attempt, retrying=retrying, withhold=withhold,
+                                        audit=lambda answer: audited.after(mo, method, params, answer, plan=None),
+                                        before_read=before_read)
 
     return _Stub
 
 
 @functools.cache
-def _stub_class():
+def _stub_class() -> type:
     return _make_stub_class()
 
 
 def _supported_versions(document: bytes) -> set[str]:
     """The vim25 API versions a vimServiceVersions.xml lists (the current and prior ones)."""
-    # bandit B405/B314 waived (here, in audited.py and nsxv.py): the answers of the operator's vCenter and NSX
+    # bandit B405/B314 waived (here, in audited.py and nsx/nsxv.py): the answers of the operator's vCenter and NSX
     # Manager, bounded at 64 MiB (cpi.bounded), parsed by CPython 3.11's expat, which limits entity
     # amplification (expat >= 2.4) and which ElementTree never lets fetch an external entity;
     # pyVmomi parses the same vCenter's SOAP with the same expat.
@@ -324,6 +335,8 @@ class Session:
 
     def __init__(self, properties: VsphereProperties):
         self.properties = properties
+        #: the stages of each request (cpi.channel), with the plan of the call using the session
+        self.channel = Channel()
         self.host, self.port = endpoint(properties)
         self.address = f"{self.host}:{self.port}"
         self.user = properties.user
@@ -422,7 +435,7 @@ class Session:
         finally:
             self.stub.DropConnections()
 
-    def translate(self, exc: BaseException, what: str):
+    def translate(self, exc: BaseException, what: str) -> BoshError:
         return errors.to_cloud_error(exc, what=what, endpoint=self.address, user=self.user, secrets=[self._password],
                                      connect_timeout=self.properties.connect_timeout,
                                      read_timeout=self.properties.read_timeout,
@@ -452,9 +465,11 @@ _sessions: dict[tuple[str, int, str], Session] = {}
 _sessions_lock = threading.Lock()
 
 
-def get(properties: VsphereProperties) -> Session:
+def get(properties: VsphereProperties, plan: Plan | None = None) -> Session:
     """The session of this process for `properties`' vCenter and user, made (and logged in)
-    on first use, reused after."""
+    on first use, reused after, its requests under `plan`, the plan of the call that asks
+    (cpi.plan; None for a real call). The login is the process's, the plan the call's: a
+    plan made on a login a real call made does not make the next real call planned."""
     host, port = endpoint(properties)
     key = (host, port, properties.user)
     with _sessions_lock:
@@ -462,9 +477,10 @@ def get(properties: VsphereProperties) -> Session:
         if session is not None and session.matches(properties):
             session.after_fork()
             log.debug("vCenter %s: reusing the session of '%s'", session.address, session.user)
-            return session
-        session = Session(properties)
-        _sessions[key] = session
+        else:
+            session = Session(properties)
+            _sessions[key] = session
+        session.channel = Channel(plan)
         return session
 
 

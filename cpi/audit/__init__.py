@@ -23,22 +23,24 @@ resource's type and id, and the `changes` in the Salt state shape `{"old", "new"
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import math
 import os
-import re
-import stat
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cpi import logs, plan, private
+from cpi import logs, private
+
+from . import appending
+from .appending import TIME_END, TIME_PREFIX, time_of
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.audit")
 
@@ -213,22 +215,24 @@ def _path() -> Path:
 # ---------------------------------------------------------------- writing
 
 
-def record(action: str, resource_id: Any, changes: dict[str, Any] | None = None, **extra: Any) -> None:
+def record(action: str, resource_id: Any, changes: dict[str, Any] | None = None, *, plan: Plan | None = None,
+           **extra: Any) -> None:
     """Append one line for one mutation. `changes`: {"old": ..., "new": ...} (what is not
     known is None); `extra`: more fields (resource_type, ...). Never raises.
 
-    In plan mode (cpi.plan) the line goes to the plan instead: it is what the real call
-    would have written."""
+    With `plan` (the call's, cpi.plan: a session's channel passes it) the line goes to the
+    plan instead: it is what the real call would have written."""
     changes = changes or {"old": None, "new": None}
-    if plan.active is not None:
+    if plan is not None:
         redactor = logs.active if logs.active is not None else logs.Redactor()
-        plan.active.mutation(_clean(_entry(action, resource_id, changes, dict(extra)), redactor, None))
+        plan.mutation(_clean(_entry(action, resource_id, changes, dict(extra)), redactor, None))
         return
     if _context is None or not _config.enabled:
         return
     try:
         line = _line(action, resource_id, changes, extra)
-        _append(_path(), line, _config.max_bytes, _config.keep)
+        appending.append(_path(), line, _config.max_bytes, _config.keep, max_line=MAX_LINE,
+                         lock_timeout=LOCK_TIMEOUT, clock=now)
     except Exception as exc:  # noqa: BLE001 - an audit write must never fail the CPI call
         reason = getattr(exc, "message", None) or getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         log.warning("audit: could not record %s of %s in the audit trail: %s", action,
@@ -297,82 +301,6 @@ def _text(text: str, redactor: logs.Redactor, limit: int | None) -> str:
     return redactor.text(text, limit=limit)
 
 
-def _append(path: Path, data: bytes, max_bytes: int, keep: int) -> None:
-    for _ in range(20):
-        # O_NONBLOCK: a FIFO planted at the path must not hang the call
-        # O_RDWR: the file's last line is read (`_stamped`) under the same lock
-        fd = private.open_nofollow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise OSError(f"{path} is not a regular file")
-            _lock(fd, path)
-            try:
-                current = os.lstat(path)
-            except FileNotFoundError:
-                continue  # rotated away while we waited for the lock: open the new one
-            if (current.st_dev, current.st_ino) != (info.st_dev, info.st_ino):
-                continue
-            size = os.fstat(fd).st_size
-            stamped = _stamped(fd, size, data)
-            if stamped is None or (size and size + len(data) > max_bytes):
-                _rotate(path, keep)
-                continue
-            if stat.S_IMODE(info.st_mode) != 0o600:
-                os.fchmod(fd, 0o600)
-            view = memoryview(stamped)
-            while view:  # one write; a short one (a full disk) is finished under the same lock
-                written = os.write(fd, view)
-                view = view[written:]
-            return
-        finally:
-            os.close(fd)  # releases the lock
-    raise OSError(f"{path} kept being rotated by other processes")
-
-
-def _stamped(fd: int, size: int, data: bytes) -> bytes | None:
-    """The line stamped with the time it is written, under the lock; None when that is
-    earlier than the file's last line (the clock was set back), and the file is rotated
-    first: each file of the trail is in time order by construction, which `--since` and
-    `--before` rely on to seek instead of reading every line (`_start`), and no line's
-    time is changed to keep the order."""
-    stamp = now().encode()
-    if size:
-        tail = os.pread(fd, min(size, MAX_LINE), size - min(size, MAX_LINE))
-        last = _time_of(tail[tail.rfind(b"\n", 0, len(tail) - 1) + 1:])
-        if last is not None and last > stamp:
-            return None
-    return data[:len(_TIME_PREFIX)] + stamp + data[_TIME_END:]
-
-
-def _lock(fd: int, path: Path) -> None:
-    deadline = time.monotonic() + LOCK_TIMEOUT
-    delay = 0.001
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise OSError(f"{path} stayed locked by another process for {LOCK_TIMEOUT:g} s") from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-
-
-def _rotate(path: Path, keep: int) -> None:
-    """audit.log -> .1 -> .2 ... -> .keep (the oldest dropped). Called with the lock on
-    the current file held; renames never follow a link planted at a rotated name."""
-    if keep <= 0:
-        os.unlink(path)
-        return
-    for index in range(keep - 1, 0, -1):
-        older = Path(f"{path}.{index}")
-        if os.path.lexists(older):
-            os.replace(older, f"{path}.{index + 1}")
-    os.replace(path, f"{path}.1")
-    log.info("audit: rotated %s", path)
-
-
 # ---------------------------------------------------------------- reading
 
 
@@ -430,7 +358,7 @@ class Snapshot:
         """Every whole line, oldest first, without its newline; with `start` (a time as
         `time_bytes` spells it) from each file's first line at or after it, found by a
         binary search (`_start`), and with `stop`, up to each file's first line at or
-        after that time: each file is in time order (`_stamped`)."""
+        after that time: each file is in time order (cpi.audit.appending)."""
         for handle, size in self._open:
             offset = 0 if start is None else _start(handle.fileno(), size, start)
             handle.seek(offset)
@@ -456,7 +384,7 @@ def _start(fd: int, size: int, start: bytes) -> int:
         if begins >= high:
             high = middle
             continue
-        when = _time_of(os.pread(fd, _TIME_END, begins) if middle else window)
+        when = time_of(os.pread(fd, TIME_END, begins) if middle else window)
         if when is not None and when < start:
             low = begins + 1
         else:
@@ -492,7 +420,7 @@ def _lines(handle: BinaryIO, size: int, stop: bytes | None = None) -> Iterator[b
             tail, skipping = b"", True
         for raw in parts:
             if 0 < len(raw) < MAX_LINE:
-                if stop is not None and raw[len(_TIME_PREFIX):_TIME_END] >= stop and _time_of(raw) is not None:
+                if stop is not None and raw[len(TIME_PREFIX):TIME_END] >= stop and time_of(raw) is not None:
                     return
                 yield raw
 
@@ -513,8 +441,8 @@ def read(source: Path | Snapshot, needles: tuple[bytes, ...] = (), not_before: b
             yield from read(snapshot, needles, not_before, before, accept)
         return
     for raw in source.lines(_shifted(not_before, -SEEK_SLACK), _shifted(before, SEEK_SLACK)):
-        if (not_before is not None or before is not None) and raw.startswith(_TIME_PREFIX):
-            when = raw[10:_TIME_END]  # first: a slice compared costs less than a search
+        if (not_before is not None or before is not None) and raw.startswith(TIME_PREFIX):
+            when = raw[10:TIME_END]  # first: a slice compared costs less than a search
             if (not_before is not None and when < not_before) or (before is not None and when >= before):
                 continue
         if needles and not all(n in raw for n in needles):
@@ -546,19 +474,6 @@ def needle(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=True).encode()
 
 
-#: How every line _line writes begins, up to its time (UTC, milliseconds, "Z").
-_TIME_PREFIX = b'{"time": "'
-_TIME_END = len(_TIME_PREFIX) + len("2026-01-01T00:00:00.000Z")
-_TIME_SHAPE = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
-
-
-def _time_of(raw: bytes) -> bytes | None:
-    """A line's time as it spells it (which sorts as the times do), or None when the line
-    does not begin with one in the writer's shape (not a line of the writer's)."""
-    if not raw.startswith(_TIME_PREFIX):
-        return None
-    when = raw[len(_TIME_PREFIX):_TIME_END]
-    return when if _TIME_SHAPE.fullmatch(when) else None
 #: What comes before and after a line's resource_id (_entry puts `changes` right after it).
 _RESOURCE_KEY = b'"resource_id": '
 _CHANGES_KEY = b', "changes": '

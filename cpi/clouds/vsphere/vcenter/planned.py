@@ -21,12 +21,13 @@ vSphere has no dry run: each mutation says its permission was not checked.
 from __future__ import annotations
 
 import logging
-from typing import Any
-
-from cpi import plan
+from typing import TYPE_CHECKING, Any
 
 from . import audited
 from .made_up import state as _state
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -53,10 +54,10 @@ def _vim(type_name: str) -> Any:
     return getattr(vim, type_name)
 
 
-def withhold(session: Any, stub: Any, mo: Any, method: str, params: dict[str, Any], is_task: bool) -> Any:
-    """Answer a mutating method without sending it, and put it in the plan."""
-    the_plan = plan.current()
-    if method == "MakeDirectory" and _directory_exists(session, params):
+def withhold(the_plan: Plan, session: Any, stub: Any, mo: Any, method: str, params: dict[str, Any],
+             is_task: bool) -> Any:
+    """Answer a mutating method without sending it, and put it in the call's plan."""
+    if method == "MakeDirectory" and _directory_exists(the_plan, session, params):
         from pyVmomi import vim
 
         raise vim.fault.FileAlreadyExists(file=params.get("name"))
@@ -68,26 +69,25 @@ def withhold(session: Any, stub: Any, mo: Any, method: str, params: dict[str, An
         made = _vim("CustomFieldsManager").FieldDef(key=0, name=params.get("name"))
     log.info("plan: %s.%s not sent", type(mo).__name__.rsplit(".", 1)[-1], method)
     with the_plan.permission(UNCHECKED):
-        audited.after(mo, method, params, made)
+        audited.after(mo, method, params, made, plan=the_plan)
     own = audited.moid(mo)
     if own is not None:
-        _state().touched.setdefault(own, set()).update(TOUCHES.get(method, ("*",)))
+        _state(the_plan).touched.setdefault(own, set()).update(TOUCHES.get(method, ("*",)))
     if not is_task:
         return made
     task = _vim("Task")(the_plan.placeholder("task-"), stub)
-    _state().results[task._moId] = made
+    _state(the_plan).results[task._moId] = made
     return task
 
 
-def before_read(mo: Any, method: str, args: Any) -> None:
+def before_read(the_plan: Plan, mo: Any, method: str, args: Any) -> None:
     """Before a read goes out: Horizon when it names a placeholder, or reads what a withheld
     change would have changed."""
     what = f"{type(mo).__name__.rsplit('.', 1)[-1]}.{method}"
     plain: list[str] = []
     _flatten([mo, args], plain, 0)
-    the_plan = plan.current()
     the_plan.read(what, plain)
-    touched = _state().touched
+    touched = _state(the_plan).touched
     if not touched:
         return
     for obj, paths in _reads(mo, method, args):
@@ -137,7 +137,7 @@ def _flatten(value: Any, into: list[str], depth: int) -> None:
             _flatten(getattr(value, prop.name, None), into, depth + 1)
 
 
-def _directory_exists(session: Any, params: dict[str, Any]) -> bool:
+def _directory_exists(the_plan: Plan, session: Any, params: dict[str, Any]) -> bool:
     """Whether the datastore directory `[ds] path` is there: one datastore search, sent."""
     from pyVmomi import vim
 
@@ -146,7 +146,7 @@ def _directory_exists(session: Any, params: dict[str, Any]) -> bool:
     name = str(params.get("name") or "")
     datastore_name = name[1:].partition("]")[0] if name.startswith("[") else ""
     datacenter = params.get("datacenter")
-    if not datastore_name or datacenter is None or audited.moid(datacenter) in plan.current().placeholders:
+    if not datastore_name or datacenter is None or audited.moid(datacenter) in the_plan.placeholders:
         return False
     datastore = next((d for d in datacenter.datastore if d.name == datastore_name), None)
     if datastore is None:
@@ -160,17 +160,17 @@ def _directory_exists(session: Any, params: dict[str, Any]) -> bool:
     return True
 
 
-def http(method: str, path: str, body: bytes | None) -> tuple[int, bytes]:
+def http(the_plan: Plan, method: str, path: str, body: bytes | None) -> tuple[int, bytes]:
     """A writing HTTP request (a datastore file, a tag attachment), withheld: answered as a
     success with no body."""
     log.info("plan: %s %s not sent", method, path.split("?", 1)[0])
-    with plan.current().permission(UNCHECKED):
-        audited.http_after(method, path, body)
+    with the_plan.permission(UNCHECKED):
+        audited.http_after(method, path, body, plan=the_plan)
     return (204 if method == "DELETE" else 201), b""
 
 
-def upload(url: str, size: int, what: str) -> None:
+def upload(the_plan: Plan, url: str, size: int, what: str) -> None:
     """An NFC upload, withheld."""
     log.info("plan: %s not sent", what)
-    with plan.current().permission(UNCHECKED):
-        audited.upload_after(url, size)
+    with the_plan.permission(UNCHECKED):
+        audited.upload_after(url, size, plan=the_plan)

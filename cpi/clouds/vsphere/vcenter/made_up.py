@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cpi import plan
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -24,23 +25,23 @@ class _State:
     touched: dict[str, set[str]] = field(default_factory=dict)  # moref -> properties changed ("*": all)
 
 
-_states: weakref.WeakKeyDictionary[plan.Plan, _State] = weakref.WeakKeyDictionary()
+_states: weakref.WeakKeyDictionary[Plan, _State] = weakref.WeakKeyDictionary()
 
 
-def state() -> _State:
-    current = plan.current()
-    found = _states.get(current)
+def state(plan: Plan) -> _State:
+    """What `plan` (the call's) made up so far."""
+    found = _states.get(plan)
     if found is None:
-        found = _states[current] = _State()
+        found = _states[plan] = _State()
     return found
 
 
-def waited(task: Any, what: str, timeout: float) -> tuple[bool, Any]:
+def waited(plan: Plan, task: Any, what: str, timeout: float) -> tuple[bool, Any]:
     """(True, the task's result) for a task the plan made up: the wait is noted, not waited
     for. (False, None) for a real task (a datastore search, a read): that one is waited for."""
-    results = state().results
+    results = state(plan).results
     if task._moId not in results:
         return False, None
-    plan.current().wait(what, timeout)
+    plan.wait(what, timeout)
     log.info("plan: the call would wait for %s (at most %.0fs)", what, timeout)
     return True, results[task._moId]

@@ -28,21 +28,24 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cpi import plan, waits
+from cpi import waits
 from cpi.errors import CloudError
 
-from . import errors
+from .. import errors
 
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from .job_config import VsphereProperties
+    from cpi.channel import Channel
+
+    from ..job_config import VsphereProperties
 
     class Session(Protocol):
         """What a wait reads of session.Session, named here rather than imported: the
         session's plan path (planned.py) waits on tasks."""
 
         content: Any
+        channel: Channel
 
         @property
         def properties(self) -> VsphereProperties: ...
@@ -118,10 +121,10 @@ def wait(session: Session, task: Any, what: str) -> Any:
     """The result of `task` once it succeeded; its fault if it failed; WaitTimeout (after
     cancelling it) when it runs longer than `task_timeout`."""
     timeout = session.properties.task_timeout
-    if plan.active is not None:  # a task the plan made up is noted, not waited for
+    if session.channel.plan is not None:  # a task the plan made up is noted, not waited for
         from . import made_up
 
-        invented, result = made_up.waited(task, what, timeout)
+        invented, result = made_up.waited(session.channel.plan, task, what, timeout)
         if invented:
             return result
     slice_seconds = max(1, int(min(WAIT_SLICE, session.properties.read_timeout / 2)))

@@ -20,9 +20,12 @@ import json
 import logging
 import re
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpi import audit
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 log = logging.getLogger("cpi.clouds.vsphere")
 
@@ -43,7 +46,7 @@ READS = frozenset({
     "CreateImportSpec", "ParseDescriptor", "ValidateHost",
     "QueryConfigOption", "QueryConfigOptionDescriptor", "QueryConfigTarget", "QueryTargetCapabilities",
     "FindExtension", "RetrieveVendorDeviceGroupInfo",
-    # the storage policy service (pbm.py)
+    # the storage policy service (placement/pbm.py)
     "PbmRetrieveServiceContent", "PbmQueryProfile", "PbmRetrieveContent", "PbmCheckRequirements",
     "PbmQueryAssociatedProfile",
 })
@@ -102,7 +105,7 @@ def _config(spec: Any) -> dict[str, Any]:
 
 def _vapp(config: Any) -> list[str] | None:
     """A vApp config's property changes as words: `add 2001 disk-1` (the disk records of
-    records.py), `remove 2001`."""
+    vms/records.py), `remove 2001`."""
     changes = [f"{p.operation} {p.info.key} {p.info.label}" if p.info is not None else f"{p.operation} {p.removeKey}"
                for p in getattr(config, "property", None) or []]
     return changes or None
@@ -183,9 +186,10 @@ def describe(mo: Any, method: str, params: dict[str, Any], answer: Any = None) -
     return method, kind_of(mo), own, None, None
 
 
-def after(mo: Any, method: str, params: dict[str, Any], answer: Any = None) -> None:
+def after(mo: Any, method: str, params: dict[str, Any], answer: Any = None, *, plan: Plan | None = None) -> None:
     """The audit line of a mutating method the vCenter accepted (a task it started counts:
-    the change is under way)."""
+    the change is under way); under `plan` (the call's, cpi.plan), of one it withheld, the
+    line going to the plan."""
     if method in SILENT:
         return
     try:
@@ -195,11 +199,11 @@ def after(mo: Any, method: str, params: dict[str, Any], answer: Any = None) -> N
         action, kind, resource, old, new = method, kind_of(mo), moid(mo), None, None
     if isinstance(new, dict):
         new = {k: v for k, v in new.items() if v is not None} or None
-    audit.record(action, resource, {"old": old, "new": new}, resource_type=kind,
+    audit.record(action, resource, {"old": old, "new": new}, plan=plan, resource_type=kind,
                  request=f"{type(mo).__name__.rsplit('.', 1)[-1]}.{method}")
 
 
-def http_after(method: str, path: str, body: bytes | None) -> None:
+def http_after(method: str, path: str, body: bytes | None, *, plan: Plan | None = None) -> None:
     """The audit line of a change through HTTP: a file written or deleted on a datastore
     (`/folder/...`), a tag attached through the REST API, a stemcell disk uploaded, an NSX-T
     group, pool, port or VM record, an NSX-V security group or load balancer pool changed."""
@@ -209,15 +213,16 @@ def http_after(method: str, path: str, body: bytes | None) -> None:
     if parts.path.startswith("/folder/"):
         where = f"[{query.get('dsName', '?')}] {urllib.parse.unquote(parts.path[len('/folder/'):])}"
         if method == "DELETE":
-            audit.record("delete", where, {"old": None, "new": None}, resource_type="file", request=request)
+            audit.record("delete", where, {"old": None, "new": None}, plan=plan, resource_type="file", request=request)
         else:
-            audit.record("write", where, {"old": None, "new": {"bytes": len(body or b"")}}, resource_type="file",
-                         request=request)
+            audit.record("write", where, {"old": None, "new": {"bytes": len(body or b"")}}, plan=plan,
+                         resource_type="file", request=request)
         return
     if "tag-association" in parts.path and query.get("~action") == "attach":
         tag = urllib.parse.unquote(parts.path.rsplit("/", 1)[-1]).removeprefix("id:")
         target = (json.loads(body or b"{}").get("object_id") or {}).get("id")
-        audit.record("attach", tag, {"old": None, "new": {"vm": target}}, resource_type="tag", request=request)
+        audit.record("attach", tag, {"old": None, "new": {"vm": target}}, plan=plan, resource_type="tag",
+                     request=request)
         return
     kind = next((kind for pattern, kind in _NSXT_KINDS if re.match(pattern, parts.path)), None)
     if kind is not None:  # NSX-T: a group's or pool's members, a port's tags or VIF type, a VM's tags
@@ -225,12 +230,13 @@ def http_after(method: str, path: str, body: bytes | None) -> None:
         target = parts.path.rsplit("/", 1)[-1]
         if kind == "nsxt_vm":  # the VM is named in the body
             target = str(json.loads(body or b"{}").get("external_id"))
-        audit.record(action, target, {"old": None, "new": None}, resource_type=kind, request=request)
+        audit.record(action, target, {"old": None, "new": None}, plan=plan, resource_type=kind, request=request)
         return
     if parts.path.startswith(("/api/2.0/services/securitygroup/", "/api/4.0/edges/")):  # NSX-V
-        _nsxv(method, parts.path, body, request)
+        _nsxv(method, parts.path, body, request, plan)
         return
-    audit.record(method.lower(), parts.path, {"old": None, "new": None}, resource_type="http", request=request)
+    audit.record(method.lower(), parts.path, {"old": None, "new": None}, plan=plan, resource_type="http",
+                 request=request)
 
 
 #: NSX-T's paths of what the CPI changes, by the kind the audit trail names
@@ -251,27 +257,27 @@ _NSXT_KINDS = (
 )
 
 
-def _nsxv(method: str, path: str, body: bytes | None, request: str) -> None:
+def _nsxv(method: str, path: str, body: bytes | None, request: str, plan: Plan | None) -> None:
     """An NSX-V change: a security group made (named by its name: its id is in the answer),
     a VM added to one, a load balancer pool written (with the names of its members)."""
     parts = path.split("/")
     if "/members/" in path:  # /api/2.0/services/securitygroup/<id>/members/<vm moref>
         audit.record("update", parts[5], {"old": None, "new": {"member": parts[-1]}},
-                     resource_type="nsxv_security_group", request=request)
+                     plan=plan, resource_type="nsxv_security_group", request=request)
     elif "/securitygroup/bulk/" in path:
         audit.record("create", next(iter(_xml_texts(body, "name")), None), {"old": None, "new": {"scope": parts[-1]}},
-                     resource_type="nsxv_security_group", request=request)
+                     plan=plan, resource_type="nsxv_security_group", request=request)
     elif "/loadbalancer/config/pools/" in path:  # /api/4.0/edges/<edge>/loadbalancer/config/pools/<pool>
         audit.record("update", parts[-1], {"old": None, "new": {"edge": parts[4],
                                                                 "members": _xml_texts(body, "member/name")}},
-                     resource_type="nsxv_lb_pool", request=request)
+                     plan=plan, resource_type="nsxv_lb_pool", request=request)
     else:
-        audit.record(method.lower(), path, {"old": None, "new": None}, resource_type="nsxv", request=request)
+        audit.record(method.lower(), path, {"old": None, "new": None}, plan=plan, resource_type="nsxv", request=request)
 
 
 def _xml_texts(body: bytes | None, path: str) -> list[str]:
     """The texts at `path` of a document this CPI wrote itself (so trusted); [] when unreadable."""
-    import xml.etree.ElementTree as ET  # nosec B405  # the reason is in vsphere/session.py
+    import xml.etree.ElementTree as ET  # nosec B405  # the reason is in vsphere/vcenter/session.py
 
     try:
         return [found.text or "" for found in ET.fromstring(body or b"").findall(path)]  # nosec B314  # as above
@@ -279,8 +285,8 @@ def _xml_texts(body: bytes | None, path: str) -> list[str]:
         return []
 
 
-def upload_after(url: str, size: int) -> None:
+def upload_after(url: str, size: int, *, plan: Plan | None = None) -> None:
     """The audit line of a stemcell disk uploaded into an import lease (NFC)."""
     target = urllib.parse.urlsplit(url).path
-    audit.record("upload", target, {"old": None, "new": {"bytes": size}}, resource_type="stemcell_disk",
+    audit.record("upload", target, {"old": None, "new": {"bytes": size}}, plan=plan, resource_type="stemcell_disk",
                  request=f"PUT {target}")

@@ -21,11 +21,15 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
-from cpi import plan, retry
+from cpi import retry
+from cpi.channel import Request
 
-from . import audited, errors
+from .. import errors
+from . import audited
 
 if TYPE_CHECKING:
+    from cpi.plan import Plan
+
     from .session import Session
 
 log = logging.getLogger("cpi.clouds.vsphere")
@@ -54,12 +58,6 @@ def request(session: Session, method: str, path: str, *, body: bytes | None = No
     what = f"{method} {path.split('?', 1)[0]}"
     if changes is None:
         changes = method not in audited.HTTP_READS
-    if plan.active is not None:
-        from . import planned
-
-        if changes:
-            return planned.http(method, path, body)
-        plan.active.read(what, path)
 
     def send() -> tuple[int, bytes]:
         session.requests += 1
@@ -77,16 +75,26 @@ def request(session: Session, method: str, path: str, *, body: bytes | None = No
             raise http.client.HTTPException(f"{response.status} {response.reason}")
         return response.status, data
 
-    try:
-        status, data = retry.call(send, classify=errors.classifier(idempotent=True), what=what, budget=session.budget,
-                                  service="datastore")
-    except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed
-        raise session.translate(exc, what) from None
-    if status not in ok and status != 404:
-        raise session.translate(http.client.HTTPException(f"{status} {data[:200]!r}"), what)
-    if changes and status != 404:
-        audited.http_after(method, path, body)
-    return status, data
+    def retrying(sending: Callable[[], tuple[int, bytes]]) -> tuple[int, bytes]:
+        try:
+            status, data = retry.call(sending, classify=errors.classifier(idempotent=True), what=what,
+                                      budget=session.budget, service="datastore")
+        except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed
+            raise session.translate(exc, what) from None
+        if status not in ok and status != 404:
+            raise session.translate(http.client.HTTPException(f"{status} {data[:200]!r}"), what)
+        return status, data
+
+    def withhold(plan: Plan) -> tuple[int, bytes]:
+        from . import planned
+
+        return planned.http(plan, method, path, body)
+
+    def audit(answer: tuple[int, bytes]) -> None:
+        if answer[0] != 404:
+            audited.http_after(method, path, body, plan=None)
+
+    return session.channel.send(Request(what, changes, path), send, retrying=retrying, withhold=withhold, audit=audit)
 
 
 def upload(session: Session, url: str, source: BinaryIO, size: int, *, method: str = "PUT",
@@ -95,41 +103,46 @@ def upload(session: Session, url: str, source: BinaryIO, size: int, *, method: s
     vCenter itself), calling `progress(bytes sent)` at most every PROGRESS_EVERY seconds.
     One attempt: a lease's upload cannot be resumed, and a failed one aborts the import.
     Under `cpi plan` nothing is sent: the plan lists the upload."""
-    if plan.active is not None:
+
+    def stream() -> None:
+        parsed = urllib.parse.urlsplit(url)
+        host = parsed.hostname if parsed.hostname and parsed.hostname != "*" else None
+        connection = session.open_connection(host, parsed.port if host else None, streaming=True)
+        started = time.monotonic()
+        try:
+            target = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+            connection.putrequest(method, target)
+            connection.putheader("Cookie", session.cookie)
+            connection.putheader("Content-Type", "application/x-vnd.vmware-streamVmdk")
+            connection.putheader("Content-Length", str(size))
+            connection.endheaders()
+            sent = 0
+            last = time.monotonic()
+            while sent < size:
+                chunk = source.read(min(CHUNK, size - sent))
+                if not chunk:
+                    raise OSError(f"the file ended after {sent} of {size} bytes")
+                connection.send(chunk)
+                sent += len(chunk)
+                if progress is not None and time.monotonic() - last >= PROGRESS_EVERY:
+                    progress(sent)
+                    last = time.monotonic()
+            response = connection.getresponse()
+            response.read()
+        except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed
+            raise session.translate(exc, what) from None
+        finally:
+            connection.close()
+        if response.status not in (200, 201):
+            raise session.translate(http.client.HTTPException(f"{response.status} {response.reason}"), what)
+        elapsed = time.monotonic() - started
+        log.info("%s: %d MiB in %.1fs", what, size >> 20, elapsed)
+
+    def withhold(plan: Plan) -> None:
         from . import planned
 
-        planned.upload(url, size, what)
-        return
-    parsed = urllib.parse.urlsplit(url)
-    host = parsed.hostname if parsed.hostname and parsed.hostname != "*" else None
-    connection = session.open_connection(host, parsed.port if host else None, streaming=True)
-    started = time.monotonic()
-    try:
-        target = parsed.path + (f"?{parsed.query}" if parsed.query else "")
-        connection.putrequest(method, target)
-        connection.putheader("Cookie", session.cookie)
-        connection.putheader("Content-Type", "application/x-vnd.vmware-streamVmdk")
-        connection.putheader("Content-Length", str(size))
-        connection.endheaders()
-        sent = 0
-        last = time.monotonic()
-        while sent < size:
-            chunk = source.read(min(CHUNK, size - sent))
-            if not chunk:
-                raise OSError(f"the file ended after {sent} of {size} bytes")
-            connection.send(chunk)
-            sent += len(chunk)
-            if progress is not None and time.monotonic() - last >= PROGRESS_EVERY:
-                progress(sent)
-                last = time.monotonic()
-        response = connection.getresponse()
-        response.read()
-    except Exception as exc:  # noqa: BLE001 - the wire's failures leave as a CloudError, scrubbed
-        raise session.translate(exc, what) from None
-    finally:
-        connection.close()
-    if response.status not in (200, 201):
-        raise session.translate(http.client.HTTPException(f"{response.status} {response.reason}"), what)
-    elapsed = time.monotonic() - started
-    log.info("%s: %d MiB in %.1fs", what, size >> 20, elapsed)
-    audited.upload_after(url, size)
+        planned.upload(plan, url, size, what)
+
+    # one attempt, as said: the channel sends it once (`retrying` calls it), or a plan lists it
+    session.channel.send(Request(what, True), stream, retrying=lambda sending: sending(), withhold=withhold,
+                         audit=lambda _: audited.upload_after(url, size, plan=None))
