@@ -62,7 +62,7 @@ PRELUDE = f"""
 import sys, time
 sys.path.insert(0, {str(ROOT)!r})
 import pydantic, cpi.rpc, cpi.api
-from cpi.clouds.aws.props import AwsProperties
+from cpi.clouds.aws.job_config import AwsProperties
 props = AwsProperties(region="us-east-1", access_key_id="a", secret_access_key="b")
 started = time.perf_counter()
 """

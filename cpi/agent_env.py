@@ -10,12 +10,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from cpi.cids import AgentId
 from cpi.models import AgentConfig, Network, dns_servers
 
 
 def settings(
     *,
-    agent_id: str,
+    agent_id: AgentId,
     vm_name: str,
     agent: AgentConfig,
     networks: dict[str, Network],

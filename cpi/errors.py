@@ -83,7 +83,7 @@ class VMCreationFailed(RetriableCloudError):
 
 
 #: Every error a response may carry, by wire type (used by fault injection and tests).
-BY_WIRE_TYPE: dict[str, type] = {
+BY_WIRE_TYPE: dict[str, type[BoshError]] = {
     cls.wire_type: cls
     for cls in (
         CpiError,

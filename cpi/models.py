@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, field_validator
@@ -112,6 +113,22 @@ def dns_servers(networks: dict[str, Network]) -> list[str]:
     chosen = next((n for n in networks.values() if n.dns and "dns" in (n.default or [])), None)
     chosen = chosen or next((n for n in networks.values() if n.dns), None)
     return list(chosen.dns) if chosen and chosen.dns else []
+
+
+def metadata_strings(metadata: Mapping[str, Any], max_key: int, max_value: int) -> dict[str, str]:
+    """BOSH metadata as an IaaS's tags or metadata items hold it: text keys and values cut
+    to the IaaS's lengths (as the Ruby CPIs do, rather than failing the call on a long
+    deployment name), booleans as YAML writes them (`true`), nothing as empty, empty keys
+    left out (the director sends `index` as an integer in snapshot metadata, and booleans
+    in some manifest tags)."""
+    result: dict[str, str] = {}
+    for key, value in metadata.items():
+        key = str(key)
+        if not key:
+            continue
+        text = "" if value is None else ("true" if value else "false") if isinstance(value, bool) else str(value)
+        result[key[:max_key]] = text[:max_value]
+    return result
 
 
 def snapshot_tags(metadata: dict[str, Any]) -> dict[str, Any]:

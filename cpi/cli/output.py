@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import logging
@@ -75,14 +76,14 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def wants_data(args: Any) -> bool:
+def wants_data(args: argparse.Namespace) -> bool:
     """--json or --yaml: the command prints its data for a script instead of a table."""
     if getattr(args, "json", False) and getattr(args, "yaml", False):
         raise CliError("--json and --yaml: choose one", 2)
     return bool(getattr(args, "json", False) or getattr(args, "yaml", False))
 
 
-def print_data(value: Any, args: Any, rows: str | None = None) -> None:
+def print_data(value: Any, args: argparse.Namespace, rows: str | None = None) -> None:
     """The command's data as --json or --yaml asked (JSON, keys sorted, when neither), with
     only the keys its `--column`s name (`picked`)."""
     value = picked(value, getattr(args, "columns", None), rows)
@@ -148,7 +149,7 @@ def short(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def confirm(args: Any, what: str, stdin_taken: bool = False) -> None:
+def confirm(args: argparse.Namespace, what: str, stdin_taken: bool = False) -> None:
     """Ask as bosh asks, "Continue? [yN]:" on the terminal, before `what` is done; -n (or
     $CPI_NON_INTERACTIVE) answers yes. Raises CliError (exit 1) on any answer but y/yes,
     and when there is no terminal to ask on (or stdin is the command's input): a script

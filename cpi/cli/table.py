@@ -14,6 +14,7 @@ a pipe gets what `cut`, `awk` and `grep` expect).
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import sys
@@ -109,11 +110,11 @@ def _cells(rows: Iterable[Sequence[Any]], decorated: bool) -> Iterator[list[str]
         yield cells
 
 
-def decorated(args: Any) -> bool:
+def decorated(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "tty", False)) or sys.stdout.isatty()
 
 
-def print_table(table: Table, args: Any) -> None:
+def print_table(table: Table, args: argparse.Namespace) -> None:
     """`table` on stdout, bosh-style, with the command's `--column`s and `--tty`."""
     picked = table.pick(getattr(args, "columns", None))
     sys.stdout.writelines(line + "\n" for line in picked.lines(decorated(args)))

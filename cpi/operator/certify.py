@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, Protocol
 
@@ -89,7 +90,7 @@ class Journal:
 
     SETTING = "the certify journal (~/.cache/bosh-cpi/certify)"
 
-    def __init__(self, director: str, cloud: str, config: str | None, directory: Any = None):
+    def __init__(self, director: str, cloud: str, config: str | None, directory: Path | str | None = None) -> None:
         self.directory = self.where(directory)
         self.path = self.directory / f"{director}.json"
         self.record: dict[str, Any] = {"director_uuid": director, "cloud": cloud, "config": config,
@@ -97,7 +98,7 @@ class Journal:
                                        "started": time.time(), "made": {}}
 
     @classmethod
-    def where(cls, directory: Any = None) -> Any:
+    def where(cls, directory: Path | str | None = None) -> Path:
         """The journals' directory (private, made 0700): ~/.cache/bosh-cpi/certify by default."""
         from cpi import private
 
@@ -117,7 +118,7 @@ class Journal:
             pass
 
     @classmethod
-    def left(cls, cloud: str, config: str | None, directory: Any = None) -> list[dict[str, Any]]:
+    def left(cls, cloud: str, config: str | None, directory: Path | str | None = None) -> list[dict[str, Any]]:
         """The records of earlier runs of this cloud and config that did not finish their
         cleanup, and whose process is gone."""
         found = []

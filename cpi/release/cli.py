@@ -113,34 +113,43 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
     return handler
 
 
+def _command(commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
+             command: Callable[[argparse.Namespace], int], summary: str, description: str,
+             epilog: str) -> argparse.ArgumentParser:
+    """A subcommand that runs `command` (_guarded), its description and examples printed
+    as written (their line breaks are meant)."""
+    parser = commands.add_parser(name, help=summary, description=description, epilog=epilog,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    handler = _guarded(command)
+    parser.set_defaults(handler=handler, func=handler)
+    return parser
+
+
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the build, vendor and sbom subcommands to `parser`."""
     commands = parser.add_subparsers(dest="release_command", metavar="COMMAND", required=True)
 
-    build = commands.add_parser(
-        "build",
-        help="check the release and write its tarball",
-        description="Check jobs/ and packages/ as bosh create-release does, compute bosh-cli\n"
+    build = _command(
+        commands, "build", _build, "check the release and write its tarball",
+        "Check jobs/ and packages/ as bosh create-release does, compute bosh-cli\n"
         "fingerprints and write a deterministic release tarball.",
-        epilog=BUILD_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        BUILD_EXAMPLES,
     )
-    build.add_argument("--release-dir", default=None, metavar="DIR", help=RELEASE_DIR_HELP)
+    vendor = _command(
+        commands, "vendor", _vendor, "download the wheels and add the CPython source as blobs",
+        "Put the blobs the packages need under the blobs root (git-ignored): the\n"
+        "runtime wheels for every platform in release.yml, and the CPython source tarball you give.",
+        VENDOR_EXAMPLES,
+    )
+
+    for reads_the_release in (build, vendor):
+        reads_the_release.add_argument("--release-dir", default=None, metavar="DIR", help=RELEASE_DIR_HELP)
+
     build.add_argument("--out", default=None, metavar="DIR",
                        help="output directory (default: <release-dir>/dev_releases)")
     build.add_argument("--tarball", default=None, metavar="PATH", help="exact output path (overrides --out)")
     build.add_argument("--version", default=None, metavar="V", help="release version (default: release.yml's)")
-    build.set_defaults(handler=_guarded(_build), func=_guarded(_build))
 
-    vendor = commands.add_parser(
-        "vendor",
-        help="download the wheels and add the CPython source as blobs",
-        description="Put the blobs the packages need under the blobs root (git-ignored): the\n"
-        "runtime wheels for every platform in release.yml, and the CPython source tarball you give.",
-        epilog=VENDOR_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    vendor.add_argument("--release-dir", default=None, metavar="DIR", help=RELEASE_DIR_HELP)
     vendor.add_argument(
         "--platform",
         action="append",
@@ -154,20 +163,16 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     vendor.add_argument(
         "--no-wheels", dest="wheels", action="store_false", help="do not download wheels (e.g. only add the source)"
     )
-    vendor.set_defaults(handler=_guarded(_vendor), func=_guarded(_vendor))
 
-    sbom = commands.add_parser(
-        "sbom",
-        help="print the bill of materials a built release carries",
-        description="Print sbom.cdx.json of a release tarball: the CycloneDX SBOM that `build` puts in it,\n"
+    sbom = _command(
+        commands, "sbom", _sbom, "print the bill of materials a built release carries",
+        "Print sbom.cdx.json of a release tarball: the CycloneDX SBOM that `build` puts in it,\n"
         "naming every vendored wheel and the CPython source with its version, licence and sha256.",
-        epilog="examples:\n  cpi release sbom dev_releases/bosh-python-cpi-0.1.0.tgz\n"
-               "  cpi release sbom --table dev_releases/bosh-python-cpi-0.1.0.tgz",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "examples:\n  cpi release sbom dev_releases/bosh-python-cpi-0.1.0.tgz\n"
+        "  cpi release sbom --table dev_releases/bosh-python-cpi-0.1.0.tgz",
     )
     sbom.add_argument("tarball", metavar="TARBALL", help="a release tarball `cpi release build` wrote")
     sbom.add_argument("--table", action="store_true", help="one line per component instead of the JSON")
-    sbom.set_defaults(handler=_guarded(_sbom), func=_guarded(_sbom))
     return parser
 
 

@@ -7,11 +7,22 @@ and exits non-zero; no traceback is needed to act on it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import ValidationError
 
 
 class ReleaseError(Exception):
     """The release cannot be built as it stands; the message says why and what to fix."""
+
+
+def read_text(path: Path, needed_for: str) -> str:
+    """The file's text, or a ReleaseError naming it and what it is needed for (how to
+    make it, where that helps)."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise ReleaseError(f"{path}: not found; {needed_for}") from None
 
 
 def describe_validation(exc: ValidationError, source: str) -> str:

@@ -22,7 +22,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cpi.release.errors import ReleaseError
+from cpi.release.errors import ReleaseError, read_text
 
 LOCK = "requirements.lock"
 UPDATE = "run bin/lock (a maintainer's command) and commit requirements.lock"
@@ -128,11 +128,7 @@ def _logical_lines(text: str) -> list[str]:
 
 def read(root: Path) -> list[Pin]:
     path = lock_path(root)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ReleaseError(f"{path}: not found; every install comes from it ({UPDATE})") from None
-    return parse(text, str(path))
+    return parse(read_text(path, f"every install comes from it ({UPDATE})"), str(path))
 
 
 def digest(root: Path) -> str:
@@ -151,10 +147,9 @@ def project_requirements(release_dir: Path) -> list[str]:
     """The runtime requirements in pyproject.toml ([project] dependencies): what `cpi release
     vendor` downloads the locked closure of."""
     path = release_dir / "pyproject.toml"
+    text = read_text(path, "the wheels to vendor are its [project] dependencies")
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ReleaseError(f"{path}: not found; the wheels to vendor are its [project] dependencies") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ReleaseError(f"{path}: not valid TOML: {exc}") from None
     requirements = data.get("project", {}).get("dependencies")

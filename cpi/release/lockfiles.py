@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from cpi.release import lock
-from cpi.release.errors import ReleaseError
+from cpi.release.errors import ReleaseError, read_text
 from cpi.release.targets import PATCH_RANGE, marker_environment, wheel_tags
 
 FILES = "requirements.files"
@@ -54,10 +54,7 @@ def record_text(pylock: Mapping) -> str:
 def read(root: Path) -> dict[str, str]:
     """sha256 -> file name, from requirements.files."""
     path = files_path(root)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ReleaseError(f"{path}: not found; bin/lock writes it beside requirements.lock ({lock.UPDATE})") from None
+    text = read_text(path, f"bin/lock writes it beside requirements.lock ({lock.UPDATE})")
     names = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.startswith("#"):

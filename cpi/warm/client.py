@@ -80,7 +80,7 @@ def _umask() -> int:
     return mask
 
 
-def _send_request(sock, header: dict, body: bytes = b"") -> None:
+def _send_request(sock: _socket.socket, header: dict, body: bytes = b"") -> None:
     """The header (length, JSON), then `body` (the request's bytes)."""
     from cpi import strict_json
 
@@ -91,7 +91,7 @@ def _send_request(sock, header: dict, body: bytes = b"") -> None:
 class _Lines:
     """Newline-ended messages off a stream socket."""
 
-    def __init__(self, sock):
+    def __init__(self, sock: _socket.socket) -> None:
         self.sock, self.buffer = sock, b""
 
     def line(self) -> str:
@@ -117,7 +117,7 @@ def _forward_signals(worker: int) -> None:
     worker watches this connection and dies with it (_watch_client)."""
     import _signal  # type: ignore[import-not-found]  # signal's C core: no enum import on bin/cpi's path
 
-    def forward(signum, frame):
+    def forward(signum: int, frame: object) -> None:
         try:
             os.kill(worker, signum)
         except OSError:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import _socket
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from .where import (
     MAX_HEADER,
@@ -19,6 +20,12 @@ from .where import (
     socket_dir,
     socket_path,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    #: What a worker runs: cpi.rpc.serve, the cold call (argv, stdin as the client read it).
+    Run = Callable[[list[str], tuple[bytes, str | None]], int]
 
 #: What a file's stat must still say for the helper to serve: its inode and device (a file
 #: replaced by another, `pip install` renaming a new one in), size, mtime, and ctime, which
@@ -63,7 +70,7 @@ def _own_files(since_ns: int, paths: list[str]) -> dict[str, Stamp] | None:
     return found
 
 
-def _staleness(since_ns: int):
+def _staleness(since_ns: int) -> Callable[[], bool] | None:
     """A check, cheap enough to make before each call, that a file the helper loaded has
     changed since: inotify's watches (cpi.warm.watch), else the files' stamps. None when
     one changed at or after `since_ns` already. The watches are set before the stamps are
@@ -111,7 +118,7 @@ def _leave_the_starter() -> None:
     os.chdir("/")
 
 
-def serve(idle: float, warm_up, run) -> None:
+def serve(idle: float, warm_up: Callable[[], None], run: Run) -> None:
     """The helper's life: `warm_up()`, listen, fork a worker per request that runs
     `run(argv, stdin)` (cpi.rpc.serve, the cold call: passed in, so the server imports no
     part of the wire) and exits with its code; exit when
@@ -250,7 +257,7 @@ def _reap(connections: dict) -> None:
             connections[pid] = (connection, client, mirror == signal.SIGSTOP)
 
 
-def _work(connection, run) -> None:
+def _work(connection: _socket.socket, run: Run) -> None:
     """A worker: take on the client's descriptors, directory, environment, umask and argv,
     announce itself, wait for "G", run the call as a cold bin/cpi would, exit with its
     code."""
@@ -307,14 +314,14 @@ def _work(connection, run) -> None:
     os._exit(code)
 
 
-def _report_fatal_signals(connection) -> None:
+def _report_fatal_signals(connection: _socket.socket) -> None:
     """Tell the client, before dying of it, of a signal that ends a cold process (SIGTERM,
     SIGHUP): the helper says so too, but a helper killed first cannot, and the client must
     still die alike. SIGKILL leaves no word: the client reads the silence as it
     (cpi.warm.client.call)."""
     import signal
 
-    def report(signum, frame) -> None:
+    def report(signum: int, frame: object) -> None:
         try:
             connection.sendall(f"K{signum}\n".encode())
         except OSError:  # the client is gone already: nobody is left to tell, the worker dies all the same
@@ -326,7 +333,7 @@ def _report_fatal_signals(connection) -> None:
         signal.signal(signum, report)
 
 
-def _watch_client(connection) -> None:
+def _watch_client(connection: _socket.socket) -> None:
     """End this worker the moment its client ends: a client killed by SIGKILL (which it
     cannot pass on) would otherwise leave its call running in the background, holding its
     locks, as a cold process killed there never would. The client sends nothing after "G":
@@ -345,7 +352,7 @@ def _watch_client(connection) -> None:
     threading.Thread(target=watch, name="cpi-client-watch", daemon=True).start()
 
 
-def _receive_request(connection) -> tuple[dict, bytes]:
+def _receive_request(connection: _socket.socket) -> tuple[dict, bytes]:
     import json
 
     received = bytearray()
@@ -359,7 +366,7 @@ def _receive_request(connection) -> tuple[dict, bytes]:
     return header, stdin
 
 
-def _receive_go(connection) -> tuple[bytes, list[int]]:
+def _receive_go(connection: _socket.socket) -> tuple[bytes, list[int]]:
     """The client's "G" and the descriptors that come with it (b"" if it went away)."""
     data, ancillary, _, _ = connection.recvmsg(1, _socket.CMSG_SPACE(4 * 4))
     fds = []
@@ -369,7 +376,7 @@ def _receive_go(connection) -> tuple[bytes, list[int]]:
     return data, fds
 
 
-def _receive_exactly(connection, received: bytearray, size: int) -> bytes:
+def _receive_exactly(connection: _socket.socket, received: bytearray, size: int) -> bytes:
     """The next `size` bytes: what `received` holds of them first, then off the socket."""
     while len(received) < size:
         chunk = connection.recv(min(1 << 20, max(65536, size - len(received))))

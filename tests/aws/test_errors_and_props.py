@@ -9,10 +9,9 @@ from botocore import exceptions as bexc
 
 from cpi import retry, validation
 from cpi.clouds.aws import errors
+from cpi.clouds.aws.job_config import AwsProperties, MetadataOptions
 from cpi.clouds.aws.props import (
-    AwsProperties,
     DiskCloudProperties,
-    MetadataOptions,
     NetworkCloudProperties,
     StemcellCloudProperties,
     VMCloudProperties,

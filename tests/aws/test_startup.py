@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cpi.clouds.aws import slim
-from cpi.clouds.aws.props import AwsProperties
+from cpi.clouds.aws.job_config import AwsProperties
 from cpi.clouds.aws.session import Aws
 from tests.support.runner import COLD_ENV, ROOT
 

@@ -175,7 +175,7 @@ def test_an_unreachable_endpoint_fails_fast_naming_it_and_its_setting(case, at, 
 
 
 def test_by_default_a_closed_port_fails_within_30_s_while_throttling_keeps_600(closed, tmp_path):
-    from cpi.clouds.aws.props import AwsProperties
+    from cpi.clouds.aws.job_config import AwsProperties
 
     assert AwsProperties.model_fields["retry_budget_seconds"].default == 600  # throttling's budget is unchanged
     error, log, took = unreachable(Cpi(aws(tmp_path / "cpi.json", f"http://{closed}")), HAS_VM, 30)
@@ -217,7 +217,7 @@ def test_a_closed_redis_store_costs_the_call_nothing_and_warns_once_naming_it(op
 
 
 def test_an_endpoint_derived_from_the_region_names_the_region():
-    from cpi.clouds.aws.props import AwsProperties
+    from cpi.clouds.aws.job_config import AwsProperties
     from cpi.clouds.aws.session import Aws
 
     keys = {"credentials_source": "static", "access_key_id": "AKIAUNREACHABLE", "secret_access_key": SECRET}

@@ -200,7 +200,7 @@ def shipped(tmp_path_factory):
     probe = f"""
 import json, botocore, botocore.session
 assert botocore.__file__.startswith({str(site)!r}), botocore.__file__
-from cpi.clouds.aws.props import AwsProperties
+from cpi.clouds.aws.job_config import AwsProperties
 from cpi.clouds.aws.session import Aws
 aws = Aws(AwsProperties(region="us-east-1", access_key_id="a", secret_access_key="b", slim_models=False))
 clients = {{service: aws.client(service) for service in {list(lean.BOTOCORE_SERVICES)!r} if service != "iam"}}
@@ -318,7 +318,7 @@ for module in pkgutil.walk_packages(cpi.__path__, "cpi."):
     importlib.import_module(module.name)
 # what the clouds import only when they run: their SDKs' clients and plugins
 import botocore.session, openstack.connection, keystoneauth1.loading
-from cpi.clouds.aws.props import AwsProperties
+from cpi.clouds.aws.job_config import AwsProperties
 from cpi.clouds.aws.session import Aws
 
 Aws(AwsProperties(region="us-east-1", access_key_id="a", secret_access_key="b")).client("ec2")

@@ -24,8 +24,8 @@ from cpi.errors import BoshError
 from cpi.models import AgentConfig, CallContext
 
 from . import errors
+from .job_config import AwsProperties
 from .props import (
-    AwsProperties,
     DiskCloudProperties,
     NetworkCloudProperties,
     StemcellCloudProperties,

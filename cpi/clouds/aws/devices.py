@@ -23,7 +23,8 @@ from cpi.errors import VMCreationFailed
 from cpi.models import gib
 
 from . import errors
-from .props import AwsProperties, VMCloudProperties
+from .job_config import AwsProperties
+from .props import VMCloudProperties
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")

@@ -17,10 +17,11 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from cpi import waits
+from cpi.cids import DiskCid, SnapshotCid, VmCid
 from cpi.errors import (
     CloudError,
     DiskNotAttached,
@@ -33,7 +34,8 @@ from cpi.models import gib, snapshot_tags
 from cpi.validation import parse
 
 from . import errors, ids, lookups, tags
-from .props import AwsProperties, DiskCloudProperties
+from .job_config import AwsProperties
+from .props import DiskCloudProperties
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")
@@ -58,7 +60,7 @@ class Disks:
 
     # ------------------------------------------------------------ create / delete
 
-    def create(self, size: int, cloud_properties: dict, vm_cid: str | None) -> str:
+    def create(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
         if vm_cid is not None:
             ids.instance(vm_cid)
         props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
@@ -88,7 +90,7 @@ class Disks:
         if specs:
             params["TagSpecifications"] = specs
         volume = self.aws.ec2("CreateVolume", **params)
-        disk_cid = volume["VolumeId"]
+        disk_cid = DiskCid(volume["VolumeId"])
         if volume.get("State") != "available":
             try:
                 self._wait_volume(disk_cid, "available", f"volume {disk_cid} to be created")
@@ -109,13 +111,13 @@ class Disks:
         log.info("create_disk without a VM: using %s (set aws.default_availability_zone to choose)", zones[0])
         return zones[0]
 
-    def _delete_quietly(self, disk_cid: str) -> None:
+    def _delete_quietly(self, disk_cid: DiskCid) -> None:
         try:
             self.aws.ec2("DeleteVolume", VolumeId=disk_cid)
         except Exception as exc:  # noqa: BLE001 - the original failure is what gets raised
             log.error("could not delete volume %s: %s; delete it by hand", disk_cid, errors.summary(exc))
 
-    def delete(self, disk_cid: str) -> None:
+    def delete(self, disk_cid: DiskCid) -> None:
         if not ids.is_volume(disk_cid):
             log.info("disk %s not found (not a volume ID): nothing to delete", disk_cid)
             return
@@ -131,12 +133,12 @@ class Disks:
             raise
         log.info("deleted %s", disk_cid)
 
-    def exists(self, disk_cid: str) -> bool:
+    def exists(self, disk_cid: DiskCid) -> bool:
         return ids.is_volume(disk_cid) and lookups.volume(self.aws, disk_cid, missing_ok=True) is not None
 
     # ------------------------------------------------------------ size and type
 
-    def resize(self, disk_cid: str, new_size: int) -> None:
+    def resize(self, disk_cid: DiskCid, new_size: int) -> None:
         volume = lookups.volume(self.aws, ids.volume(disk_cid))
         current, wanted = volume["Size"], gib(new_size)
         if wanted == current:
@@ -146,7 +148,7 @@ class Disks:
             raise NotSupported(f"disk '{disk_cid}' cannot shrink from {current} GiB to {wanted} GiB")
         self._modify(disk_cid, {"Size": wanted})
 
-    def update(self, disk_cid: str, new_size: int, cloud_properties: dict) -> str | None:
+    def update(self, disk_cid: DiskCid, new_size: int, cloud_properties: dict) -> DiskCid | None:
         """In place where EBS can (size up, type, IOPS, throughput: ModifyVolume);
         NotSupported where it cannot (shrinking, encryption), so the director copies."""
         ids.volume(disk_cid)
@@ -179,7 +181,7 @@ class Disks:
             self.aws.ec2("CreateTags", Resources=[disk_cid], Tags=tags.api(new_tags))
         return None
 
-    def _modify(self, disk_cid: str, changes: dict[str, Any]) -> None:
+    def _modify(self, disk_cid: DiskCid, changes: dict[str, Any]) -> None:
         try:
             response = self.aws.ec2("ModifyVolume", VolumeId=disk_cid, **changes)
         except Exception as exc:
@@ -209,13 +211,13 @@ class Disks:
 
     # ------------------------------------------------------------ attach / detach
 
-    def attach(self, vm_cid: str, disk_cid: str) -> str:
+    def attach(self, vm_cid: VmCid, disk_cid: DiskCid) -> str:
         ids.instance(vm_cid)
         ids.volume(disk_cid)
         with locked(self.properties.lock_directory(), vm_cid, timeout=self.properties.volume_wait_timeout):
             return self._attach(vm_cid, disk_cid)
 
-    def _attach(self, vm_cid: str, disk_cid: str) -> str:
+    def _attach(self, vm_cid: VmCid, disk_cid: DiskCid) -> str:
         instance = lookups.instance(self.aws, vm_cid)
         nvme = self._requires_nvme(instance["InstanceType"])
         for mapping in instance.get("BlockDeviceMappings", []):
@@ -266,7 +268,7 @@ class Disks:
         log.info("attached %s to %s at %s", disk_cid, vm_cid, device)
         return _hint(device, disk_cid, nvme)
 
-    def _in_use_by_dying_vm(self, disk_cid: str, holder: dict[str, Any] | None = None):
+    def _in_use_by_dying_vm(self, disk_cid: DiskCid, holder: dict[str, Any] | None = None) -> Callable[[str], bool]:
         """An `also` predicate for VolumeInUse: transient while the volume is detaching or its
         holder is terminating, for at most volume_in_use_timeout; permanent (fail now) when a
         live VM holds it. Only this wait is bounded so: the request's throttling keeps the
@@ -297,7 +299,7 @@ class Disks:
 
         return transient
 
-    def detach(self, vm_cid: str, disk_cid: str) -> None:
+    def detach(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
         ids.instance(vm_cid)
         if not ids.is_volume(disk_cid):
             log.info("disk %s not found (not a volume ID): nothing to detach", disk_cid)
@@ -305,7 +307,7 @@ class Disks:
         with locked(self.properties.lock_directory(), vm_cid, timeout=self.properties.volume_wait_timeout):
             self._detach(vm_cid, disk_cid)
 
-    def _detach(self, vm_cid: str, disk_cid: str) -> None:
+    def _detach(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
         try:
             response = self.aws.ec2("DetachVolume", VolumeId=disk_cid, InstanceId=vm_cid)
         except Exception as exc:
@@ -331,7 +333,7 @@ class Disks:
             self._wait_attachment(disk_cid, vm_cid, attached=False)
         log.info("detached %s from %s", disk_cid, vm_cid)
 
-    def _wait_attachment(self, disk_cid: str, vm_cid: str, *, attached: bool) -> None:
+    def _wait_attachment(self, disk_cid: DiskCid, vm_cid: VmCid, *, attached: bool) -> None:
         def check() -> waits.Check:
             volume = lookups.volume(self.aws, disk_cid, missing_ok=True)
             if volume is None:
@@ -367,7 +369,7 @@ class Disks:
             return _nvme_by_family(instance_type)
         return found[0].get("EbsInfo", {}).get("NvmeSupport") == "required"
 
-    def set_metadata(self, disk_cid: str, metadata: dict[str, str]) -> None:
+    def set_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
         ids.volume(disk_cid)
         wanted = tags.clean(metadata)
         if not wanted:
@@ -381,7 +383,7 @@ class Disks:
 
     # ------------------------------------------------------------ snapshots
 
-    def snapshot(self, disk_cid: str, metadata: dict[str, Any]) -> str:
+    def snapshot(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
         """CreateSnapshot with description `deployment/job/index/<device>` and the director's
         metadata as tags, with the keys the official CPI adds (models.snapshot_tags), `device`
         and `Name`. It returns once EBS has the point-in-time copy (state `pending`);
@@ -410,9 +412,9 @@ class Disks:
                 raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False) from None
             raise
         log.info("snapshot %s of %s: %s", snapshot["SnapshotId"], disk_cid, params["Description"])
-        return snapshot["SnapshotId"]
+        return SnapshotCid(snapshot["SnapshotId"])
 
-    def delete_snapshot(self, snapshot_cid: str) -> None:
+    def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
         if not ids.is_snapshot(snapshot_cid):
             log.info("snapshot %s not found (not a snapshot ID): nothing to delete", snapshot_cid)
             return
@@ -427,7 +429,7 @@ class Disks:
             raise
         log.info("deleted snapshot %s", snapshot_cid)
 
-    def _wait_volume(self, disk_cid: str, state_wanted: str, what: str) -> None:
+    def _wait_volume(self, disk_cid: DiskCid, state_wanted: str, what: str) -> None:
         def check() -> waits.Check:
             try:
                 response = self.aws.ec2("DescribeVolumes", VolumeIds=[disk_cid])
@@ -445,7 +447,7 @@ class Disks:
                                schedule=VOLUME_WAIT, history=self.properties.history(f"volume {state_wanted}"))
 
 
-def _hint(device: str, disk_cid: str, nvme: bool) -> str:
+def _hint(device: str, disk_cid: DiskCid, nvme: bool) -> str:
     if nvme:
         return NVME_BY_ID + disk_cid.replace("-", "", 1)
     return device

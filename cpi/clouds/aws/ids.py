@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from cpi.cids import DiskCid, VmCid
 from cpi.errors import DiskNotFound, VMNotFound
 
 _SHAPES = {
@@ -33,14 +34,14 @@ def is_image(cid: str) -> bool:
     return bool(_SHAPES["image"].fullmatch(cid))
 
 
-def instance(vm_cid: str) -> str:
+def instance(vm_cid: VmCid) -> VmCid:
     """`vm_cid`, or VMNotFound when it cannot be an instance ID."""
     if not is_instance(vm_cid):
         raise VMNotFound(f"VM '{vm_cid}' not found")
     return vm_cid
 
 
-def volume(disk_cid: str) -> str:
+def volume(disk_cid: DiskCid) -> DiskCid:
     """`disk_cid`, or DiskNotFound when it cannot be a volume ID."""
     if not is_volume(disk_cid):
         raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)

@@ -5,11 +5,12 @@ types, availability zones, IAM instance profiles), and the defaults cpi.json nam
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from cpi.clouds.findings import Finding, Item, missing, references
 
 from . import errors
+from .session import Aws
 
 SPEC = {
     "vm": {
@@ -24,10 +25,22 @@ SPEC = {
 CONFIG = "cpi.json: cloud.properties.aws"
 
 
-def check_cloud_config(cloud, items: list[Item]) -> list[Finding]:
+#: What a cloud-config names, by kind of resource: name -> the YAML paths that name it.
+Refs = dict[str, dict[str, list[str]]]
+
+
+class _Cloud(Protocol):
+    """What the checks read of the aws cloud, its session (whose properties are the
+    cloud's): named here rather than imported, since cloud.py imports this module."""
+
+    @property
+    def aws(self) -> Aws: ...
+
+
+def check_cloud_config(cloud: _Cloud, items: list[Item]) -> list[Finding]:
     aws = cloud.aws
     refs = references(items, SPEC)
-    p = cloud.properties
+    p = aws.properties
     defaults = {
         "key_pair": [p.default_key_name] if p.default_key_name else [],
         "security_group": list(p.default_security_groups),
@@ -90,7 +103,7 @@ def _expected_full_model(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith("operation not in the slim")
 
 
-def _collect(aws, operation: str, key: str, field: str, **params: Any) -> set[str]:
+def _collect(aws: Aws, operation: str, key: str, field: str, **params: Any) -> set[str]:
     found: set[str] = set()
     while True:
         answer = aws.ec2(operation, **params)
@@ -101,7 +114,7 @@ def _collect(aws, operation: str, key: str, field: str, **params: Any) -> set[st
         params["NextToken"] = token
 
 
-def _exists(aws, operation: str, key: str, field: str, not_found: tuple[str, ...], **params: Any) -> set[str]:
+def _exists(aws: Aws, operation: str, key: str, field: str, not_found: tuple[str, ...], **params: Any) -> set[str]:
     try:
         return _collect(aws, operation, key, field, **params)
     except Exception as exc:
@@ -110,7 +123,7 @@ def _exists(aws, operation: str, key: str, field: str, not_found: tuple[str, ...
         raise
 
 
-def _instance_profiles(aws, refs) -> list[Finding]:
+def _instance_profiles(aws: Aws, refs: Refs) -> list[Finding]:
     """IAM is global: asked at the IAM endpoint (with `ec2_endpoint` set, at that endpoint,
     as an EC2-compatible cloud or a test server serves both). An IAM that cannot be asked
     (no permission, no IAM at all) is a warning, not a finding about the cloud-config."""

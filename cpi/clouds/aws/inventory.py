@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from cpi.cids import DiskCid, StemcellCid, VmCid
 from cpi.clouds.inventory import BOSH_TAGS, Offer, Resource, is_bosh, read_so_far
 
 from . import errors, lookups
 from .lookups import GONE
+from .session import Aws
 
 #: Ids an EC2 filter takes at once (its limit is 200 values).
 FILTER_VALUES = 200
@@ -29,7 +31,7 @@ def _when(value: Any) -> str | None:
     return value.isoformat() if hasattr(value, "isoformat") else (str(value) if value else None)
 
 
-def _pages(aws, operation: str, key: str, **params: Any) -> list[dict[str, Any]]:
+def _pages(aws: Aws, operation: str, key: str, **params: Any) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     while True:
         response = aws.ec2(operation, **params)
@@ -48,7 +50,7 @@ def _vm(i: dict[str, Any]) -> Resource:
                      "private_ip": i.get("PrivateIpAddress"), "subnet": i.get("SubnetId")})
 
 
-def _roles(aws, volumes: list[dict[str, Any]]) -> dict[str, str]:
+def _roles(aws: Aws, volumes: list[dict[str, Any]]) -> dict[str, str]:
     """The role (cpi.clouds.inventory.ROLES) of each attached volume, as get_disks tells
     them, from the block device mappings of the instances they are attached to (a page of
     ids at a time): the volume at the instance's root device is its root, one deleted with
@@ -88,11 +90,11 @@ def _stemcell(i: dict[str, Any]) -> Resource:
                     {"name": i.get("Name"), "architecture": i.get("Architecture")})
 
 
-def _owned_images(aws) -> list[dict[str, Any]]:
+def _owned_images(aws: Aws) -> list[dict[str, Any]]:
     return aws.ec2("DescribeImages", Owners=["self"]).get("Images") or []
 
 
-def inventory(aws, kind: str) -> list[Resource]:
+def inventory(aws: Aws, kind: str) -> list[Resource]:
     bosh = [{"Name": "tag-key", "Values": list(BOSH_TAGS)}]
     if kind == "vms":
         reservations = _pages(aws, "DescribeInstances", "Reservations", Filters=bosh)
@@ -110,13 +112,13 @@ def inventory(aws, kind: str) -> list[Resource]:
     return [_stemcell(i) for i in _owned_images(aws)]
 
 
-def show(aws, kind: str, cid: str) -> Resource | None:
+def show(aws: Aws, kind: str, cid: str) -> Resource | None:
     """One resource by its id, whoever made it and however it is tagged (None: not there)."""
     if kind == "vms":
-        found = lookups.instance(aws, cid, missing_ok=True)
+        found = lookups.instance(aws, VmCid(cid), missing_ok=True)
         return _vm(found) if found else None
     if kind == "disks":
-        volume = lookups.volume(aws, cid, missing_ok=True)
+        volume = lookups.volume(aws, DiskCid(cid), missing_ok=True)
         return _disk(volume, _roles(aws, [volume])) if volume else None
     if kind == "snapshots":
         try:
@@ -127,12 +129,12 @@ def show(aws, kind: str, cid: str) -> Resource | None:
             raise
         return _snapshot(snapshots[0]) if snapshots else None
     if cid.endswith(" light"):
-        return light_stemcell(aws, cid)
+        return light_stemcell(aws, StemcellCid(cid))
     image = lookups.image(aws, cid)
     return _stemcell(image) if image else None
 
 
-def light_stemcell(aws, stemcell_cid: str) -> Resource | None:
+def light_stemcell(aws: Aws, stemcell_cid: StemcellCid) -> Resource | None:
     """A light stemcell's cid ("ami-... light", as create_stemcell returns it): the AMI it
     names, someone else's (not in the owned images `inventory` lists)."""
     image_id = stemcell_cid.removesuffix(" light")
@@ -144,7 +146,7 @@ def light_stemcell(aws, stemcell_cid: str) -> Resource | None:
                      "architecture": found.get("Architecture"), "owner": found.get("OwnerId")})
 
 
-def available(aws, offer: str) -> list[Offer]:
+def available(aws: Aws, offer: str) -> list[Offer]:
     if offer == "images":
         return [Offer("image", i.get("Name") or i["ImageId"], i["ImageId"], {"state": i.get("State")})
                 for i in _owned_images(aws)]

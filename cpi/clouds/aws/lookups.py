@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, overload
 
+from cpi.cids import DiskCid, VmCid
 from cpi.errors import DiskNotFound, VMNotFound
 
 from . import errors
@@ -15,21 +16,14 @@ GONE = ("terminated",)
 
 
 @overload
-def instance(aws: Aws, vm_cid: str, *, missing_ok: Literal[False] = False) -> dict[str, Any]: ...
+def instance(aws: Aws, vm_cid: VmCid, *, missing_ok: Literal[False] = False) -> dict[str, Any]: ...
 @overload
-def instance(aws: Aws, vm_cid: str, *, missing_ok: bool) -> dict[str, Any] | None: ...
-def instance(aws: Aws, vm_cid: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
+def instance(aws: Aws, vm_cid: VmCid, *, missing_ok: bool) -> dict[str, Any] | None: ...
+def instance(aws: Aws, vm_cid: VmCid, *, missing_ok: bool = False) -> dict[str, Any] | None:
     """The instance, or VMNotFound (None with missing_ok) when EC2 does not know it or it
     has terminated (EC2 keeps terminated instances visible for about an hour)."""
-    try:
-        response = aws.ec2("DescribeInstances", InstanceIds=[vm_cid])
-    except Exception as exc:
-        if errors.is_not_found(exc):
-            found = None
-        else:
-            raise
-    else:
-        found = next((i for r in response.get("Reservations", []) for i in r.get("Instances", [])), None)
+    response = _described(aws, "DescribeInstances", InstanceIds=[vm_cid])
+    found = next((i for r in response.get("Reservations", []) for i in r.get("Instances", [])), None)
     if found is None or found["State"]["Name"] in GONE:
         if missing_ok:
             return None
@@ -38,19 +32,11 @@ def instance(aws: Aws, vm_cid: str, *, missing_ok: bool = False) -> dict[str, An
 
 
 @overload
-def volume(aws: Aws, disk_cid: str, *, missing_ok: Literal[False] = False) -> dict[str, Any]: ...
+def volume(aws: Aws, disk_cid: DiskCid, *, missing_ok: Literal[False] = False) -> dict[str, Any]: ...
 @overload
-def volume(aws: Aws, disk_cid: str, *, missing_ok: bool) -> dict[str, Any] | None: ...
-def volume(aws: Aws, disk_cid: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
-    try:
-        response = aws.ec2("DescribeVolumes", VolumeIds=[disk_cid])
-    except Exception as exc:
-        if errors.is_not_found(exc):
-            found = None
-        else:
-            raise
-    else:
-        found = next(iter(response.get("Volumes", [])), None)
+def volume(aws: Aws, disk_cid: DiskCid, *, missing_ok: bool) -> dict[str, Any] | None: ...
+def volume(aws: Aws, disk_cid: DiskCid, *, missing_ok: bool = False) -> dict[str, Any] | None:
+    found = next(iter(_described(aws, "DescribeVolumes", VolumeIds=[disk_cid]).get("Volumes", [])), None)
     if found is None or found.get("State") in ("deleting", "deleted"):
         if missing_ok:
             return None
@@ -59,16 +45,21 @@ def volume(aws: Aws, disk_cid: str, *, missing_ok: bool = False) -> dict[str, An
 
 
 def image(aws: Aws, image_id: str) -> dict[str, Any] | None:
+    return next(iter(_described(aws, "DescribeImages", ImageIds=[image_id]).get("Images", [])), None)
+
+
+def _described(aws: Aws, operation: str, **params: Any) -> dict[str, Any]:
+    """EC2's answer to a Describe* of one id; an empty answer when EC2 says it does not
+    know the id (an error, not an empty list, for a malformed or unknown id)."""
     try:
-        response = aws.ec2("DescribeImages", ImageIds=[image_id])
+        return aws.ec2(operation, **params)
     except Exception as exc:
         if errors.is_not_found(exc):
-            return None
+            return {}
         raise
-    return next(iter(response.get("Images", [])), None)
 
 
-def attachment(volume_doc: dict[str, Any], vm_cid: str | None = None) -> dict[str, Any] | None:
+def attachment(volume_doc: dict[str, Any], vm_cid: VmCid | None = None) -> dict[str, Any] | None:
     """The volume's attachment (to `vm_cid`, if given) that is not already detached."""
     for item in volume_doc.get("Attachments") or []:
         if item.get("State") in ("detached",):

@@ -28,6 +28,7 @@ from cpi.validation import parse
 
 from . import errors, tags
 from .props import NetworkCloudProperties, VipCloudProperties
+from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")
 
@@ -162,7 +163,7 @@ def _manual_group(name: str, members: list[tuple[str, Network]],
     return group
 
 
-def _check_prefix(network_name: str, ip: str, prefix: Any, version: int) -> None:
+def _check_prefix(network_name: str, ip: str, prefix: str | int | None, version: int) -> None:
     try:
         ipaddress.ip_network(f"{ip}/{prefix}", strict=True)
     except ValueError as exc:
@@ -193,7 +194,7 @@ class Interfaces:
     """The interfaces one create_vm makes before its VM, by device index; none for a VM
     of one interface, which RunInstances makes itself."""
 
-    def __init__(self, aws, timeout: float):
+    def __init__(self, aws: Aws, timeout: float) -> None:
         self.aws = aws
         self.timeout = timeout  # vm_wait_timeout
         self.made: list[tuple[NicGroup, dict[str, Any]]] = []

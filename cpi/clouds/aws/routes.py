@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 
+from cpi.cids import VmCid
 from cpi.errors import VMCreationFailed
 
 from . import errors
@@ -22,7 +23,7 @@ from .session import Aws
 log = logging.getLogger("cpi.clouds.aws")
 
 
-def advertise(aws: Aws, vm_cid: str, routes: list[AdvertisedRoute], interface_id: str | None = None) -> None:
+def advertise(aws: Aws, vm_cid: VmCid, routes: list[AdvertisedRoute], interface_id: str | None = None) -> None:
     """Point every route at `vm_cid`, or at its interface `interface_id` when given (a VM
     of several interfaces); a route EC2 refuses fails the call (the caller terminates the
     VM), naming the route."""

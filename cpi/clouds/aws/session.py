@@ -28,7 +28,7 @@ from cpi.channel import Channel, Request
 from cpi.errors import CloudError
 
 from . import audited, errors
-from .props import AwsProperties
+from .job_config import AwsProperties
 
 if TYPE_CHECKING:
     from cpi.plan import Plan

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from cpi import waits
+from cpi.cids import StemcellCid
 from cpi.errors import CloudError
 from cpi.models import gib
 from cpi.validation import parse
 
 from . import errors, ids, lookups, tags
-from .props import AwsProperties, StemcellCloudProperties
+from .job_config import AwsProperties
+from .props import StemcellCloudProperties
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")
@@ -54,7 +56,7 @@ class Stemcells:
         self.aws = aws
         self.properties = properties
 
-    def create(self, image_path: str, cloud_properties: dict, stemcell_tags: dict[str, str]) -> str:
+    def create(self, image_path: str, cloud_properties: dict, stemcell_tags: dict[str, str]) -> StemcellCid:
         props = parse(StemcellCloudProperties, cloud_properties, "stemcell cloud_properties")
         if props.unknown_keys:
             log.info("stemcell cloud_properties not used by the aws cloud: %s", ", ".join(props.unknown_keys))
@@ -67,7 +69,7 @@ class Stemcells:
 
     # ------------------------------------------------------------ light
 
-    def _light(self, props: StemcellCloudProperties, wanted_tags: dict[str, str]) -> str:
+    def _light(self, props: StemcellCloudProperties, wanted_tags: dict[str, str]) -> StemcellCid:
         region = self.properties.signing_region
         ami = (props.ami or {}).get(region)
         if not ami:
@@ -83,7 +85,7 @@ class Stemcells:
             log.info("light stemcell: %s", ami)
             if wanted_tags:
                 self._tag_own_image(ami, wanted_tags)
-            return f"{ami}{LIGHT_SUFFIX}"
+            return StemcellCid(f"{ami}{LIGHT_SUFFIX}")
         kms = props.kms_key_arn or self.properties.kms_key_arn
         params: dict[str, Any] = {
             "SourceImageId": ami,
@@ -105,7 +107,7 @@ class Stemcells:
         except BaseException:
             self._deregister_quietly(image_id)
             raise
-        return image_id
+        return StemcellCid(image_id)
 
     def _tag_own_image(self, ami: str, wanted_tags: dict[str, str]) -> None:
         """A light stemcell's AMI gets the tags, as the official CPI gives them, but only
@@ -128,7 +130,7 @@ class Stemcells:
 
     # ------------------------------------------------------------ heavy
 
-    def _heavy(self, image_path: Path, props: StemcellCloudProperties, wanted_tags: dict[str, str]) -> str:
+    def _heavy(self, image_path: Path, props: StemcellCloudProperties, wanted_tags: dict[str, str]) -> StemcellCid:
         if props.virtualization_type == "paravirtual":
             raise CloudError("create_stemcell: virtualization_type paravirtual: no current EC2 instance type runs "
                              "paravirtual images (nor would kernel_id give it a kernel), so this CPI makes hvm "
@@ -173,7 +175,7 @@ class Stemcells:
                 self._delete_snapshot_quietly(snapshot_id)
             raise
         log.info("registered stemcell image %s from snapshot %s", image_id, snapshot_id)
-        return image_id
+        return StemcellCid(image_id)
 
     def _upload(self, snapshot_id: str, stream: IO[bytes]) -> tuple[int, int]:
         """PutSnapshotBlock for every non-zero block, UPLOAD_THREADS at a time; the first
@@ -272,7 +274,7 @@ class Stemcells:
 
     # ------------------------------------------------------------ delete
 
-    def delete(self, stemcell_cid: str) -> None:
+    def delete(self, stemcell_cid: StemcellCid) -> None:
         """Light: nothing of ours to delete. Otherwise deregister the image and delete the
         snapshots it was made of; a missing image is success."""
         if stemcell_cid.endswith(LIGHT_SUFFIX):

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cpi.models import metadata_strings
+
 log = logging.getLogger("cpi.clouds.aws")
 
 MAX_KEY = 127
@@ -19,17 +21,13 @@ MAX_VALUE = 255
 
 
 def clean(tags: Mapping[str, Any]) -> dict[str, str]:
-    result: dict[str, str] = {}
+    kept = {}
     for key, value in tags.items():
-        key = str(key)
-        if not key:
-            continue
-        if key.lower().startswith("aws:"):
+        if str(key).lower().startswith("aws:"):
             log.info("tag '%s' skipped: the aws: prefix is reserved by AWS", key)
             continue
-        text = "" if value is None else (("true" if value else "false") if isinstance(value, bool) else str(value))
-        result[key[:MAX_KEY]] = text[:MAX_VALUE]
-    return result
+        kept[key] = value
+    return metadata_strings(kept, MAX_KEY, MAX_VALUE)
 
 
 def api(tags: Mapping[str, str]) -> list[dict[str, str]]:

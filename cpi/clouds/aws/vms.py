@@ -17,14 +17,15 @@ import uuid
 from typing import Any
 
 from cpi import agent_env, retry, waits
-from cpi.cids import DiskCid
+from cpi.cids import AgentId, DiskCid, StemcellCid, VmCid
 from cpi.errors import BoshError, CloudError, VMCreationFailed
-from cpi.models import Network, VMResources
+from cpi.models import AgentConfig, CallContext, Network, VMResources
 from cpi.validation import parse
 
-from . import devices, errors, ids, lookups, nics, routes, tags
+from . import devices, errors, frontends, ids, lookups, nics, routes, tags
+from .job_config import AwsProperties, MetadataOptions
 from .nics import NetworkPlan
-from .props import AwsProperties, MetadataOptions, VMCloudProperties
+from .props import VMCloudProperties
 from .session import Aws
 
 log = logging.getLogger("cpi.clouds.aws")
@@ -50,7 +51,7 @@ SPOT_UNAVAILABLE_CODES = frozenset({
 
 
 class Vms:
-    def __init__(self, aws: Aws, properties: AwsProperties, agent, context):
+    def __init__(self, aws: Aws, properties: AwsProperties, agent: AgentConfig, context: CallContext) -> None:
         self.aws = aws
         self.properties = properties
         self.agent = agent
@@ -59,8 +60,8 @@ class Vms:
 
     # ------------------------------------------------------------ create_vm
 
-    def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, networks: dict[str, Network],
-               disk_cids: list[DiskCid], env: dict) -> tuple[str, dict[str, Any]]:
+    def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, networks: dict[str, Network],
+               disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         self._check_stemcell_api_version()
         plan = nics.plan(networks)
@@ -74,7 +75,7 @@ class Vms:
         group_ids = self._security_groups(props, plan)
         # agent_id and director_uuid from the first request on: an instance (and its volumes
         # and interfaces) left by a create_vm killed mid-way can be found and attributed
-        origin = {"agent_id": agent_id}
+        origin: dict[str, str] = {"agent_id": agent_id}
         if self.context.director_uuid:
             origin["director_uuid"] = self.context.director_uuid
         create_tags = tags.clean({**origin, **_env_tags(env), **props.tags})
@@ -91,7 +92,7 @@ class Vms:
         except BaseException:
             interfaces.delete()
             raise
-        vm_cid = instance["InstanceId"]
+        vm_cid = VmCid(instance["InstanceId"])
         log.info("launched %s (%s) from %s in %s", vm_cid, props.instance_type, image["ImageId"], plan.subnet)
         try:
             self._wait_running(vm_cid, instance, props.instance_type)
@@ -102,8 +103,8 @@ class Vms:
             if not props.source_dest_check:
                 self.aws.ec2("ModifyInstanceAttribute", InstanceId=vm_cid, SourceDestCheck={"Value": False})
             if plan.vip is not None:
-                self._associate_elastic_ip(vm_cid, plan, interfaces)
-            self._register_load_balancers(vm_cid, props)
+                frontends.associate_elastic_ip(self.aws, vm_cid, plan, interfaces)
+            frontends.register_load_balancers(self.aws, vm_cid, props)
         except BaseException as exc:
             failure = self._clean_up_failed(vm_cid, exc)
             left = interfaces.delete()
@@ -114,7 +115,7 @@ class Vms:
             raise failure from None
         return vm_cid, {name: net.wire() for name, net in networks.items()}
 
-    def _user_data(self, agent_id: str, networks: dict[str, Network], env: dict, image: dict[str, Any],
+    def _user_data(self, agent_id: AgentId, networks: dict[str, Network], env: dict, image: dict[str, Any],
                    disks: devices.Layout) -> str:
         settings = agent_env.settings(
             agent_id=agent_id,
@@ -151,7 +152,7 @@ class Vms:
                 ok_to_retry=False,
             )
 
-    def _image(self, stemcell_cid: str) -> dict[str, Any]:
+    def _image(self, stemcell_cid: StemcellCid) -> dict[str, Any]:
         image_id = stemcell_cid.split(" ", 1)[0]
         image = lookups.image(self.aws, image_id) if ids.is_image(image_id) else None
         if image is None:
@@ -300,7 +301,7 @@ class Vms:
             retryable = error_code in RETRYABLE_LAUNCH_CODES or errors.classifier()(exc).retryable
             raise VMCreationFailed(cause.message, ok_to_retry=retryable) from None
 
-    def _wait_running(self, vm_cid: str, launched: dict[str, Any], instance_type: str) -> None:
+    def _wait_running(self, vm_cid: VmCid, launched: dict[str, Any], instance_type: str) -> None:
         if launched.get("State", {}).get("Name") == "running":
             return  # some EC2-compatible clouds answer RunInstances with a running VM
 
@@ -328,59 +329,7 @@ class Vms:
                                setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
                                history=self.properties.history(f"instance running {instance_type}"))
 
-    def _associate_elastic_ip(self, vm_cid: str, plan: NetworkPlan, interfaces: nics.Interfaces) -> None:
-        """The Elastic IP goes to the interface of the vip network's nic_group (the primary
-        one by default)."""
-        assert plan.vip is not None
-        ip, vip_name = plan.vip.ip, plan.vip_name
-        try:
-            addresses = self.aws.ec2("DescribeAddresses", PublicIps=[ip]).get("Addresses", [])
-        except Exception as exc:
-            if errors.code(exc) in ("InvalidAddress.NotFound", "InvalidParameterValue"):
-                addresses = []
-            else:
-                raise
-        if not addresses:
-            raise VMCreationFailed(
-                f"Elastic IP {ip} of vip network '{vip_name}' is not allocated to this account in "
-                f"{self.properties.signing_region}",
-                ok_to_retry=False,
-            )
-        address = addresses[0]
-        interface_id = interfaces.at(plan.vip_device_index)
-        params: dict[str, Any] = {"AllowReassociation": True}
-        if interface_id:
-            params["NetworkInterfaceId"] = interface_id
-        else:
-            params["InstanceId"] = vm_cid
-        if address.get("AllocationId"):
-            params["AllocationId"] = address["AllocationId"]
-        else:
-            params["PublicIp"] = ip
-        if address.get("InstanceId") and address["InstanceId"] != vm_cid:
-            log.info("Elastic IP %s moves from %s to %s", ip, address["InstanceId"], vm_cid)
-        self.aws.ec2("AssociateAddress", budget=60.0,
-                     also=lambda c: c in ("InvalidInstanceID", "IncorrectInstanceState"),
-                     **params)
-        log.info("associated Elastic IP %s with %s", ip, vm_cid)
-
-    def _register_load_balancers(self, vm_cid: str, props: VMCloudProperties) -> None:
-        for name in props.elbs:
-            self.aws.call("elb", "RegisterInstancesWithLoadBalancer", LoadBalancerName=name,
-                          Instances=[{"InstanceId": vm_cid}])
-            log.info("registered %s with classic load balancer %s", vm_cid, name)
-        if not props.lb_target_groups:
-            return
-        arns = [g for g in props.lb_target_groups if g.startswith("arn:")]
-        names = [g for g in props.lb_target_groups if not g.startswith("arn:")]
-        if names:
-            found = self.aws.call("elbv2", "DescribeTargetGroups", Names=names).get("TargetGroups", [])
-            arns += [g["TargetGroupArn"] for g in found]
-        for arn in arns:
-            self.aws.call("elbv2", "RegisterTargets", TargetGroupArn=arn, Targets=[{"Id": vm_cid}])
-            log.info("registered %s with target group %s", vm_cid, arn)
-
-    def _clean_up_failed(self, vm_cid: str, exc: BaseException) -> VMCreationFailed | None:
+    def _clean_up_failed(self, vm_cid: VmCid, exc: BaseException) -> VMCreationFailed | None:
         """Terminate the half-made VM and wait until it is gone; returns the error to raise
         (None: re-raise `exc` as it is, e.g. KeyboardInterrupt)."""
         log.warning("create_vm failed after launching %s (%s); terminating it", vm_cid, errors.summary(exc))
@@ -401,7 +350,7 @@ class Vms:
 
     # ------------------------------------------------------------ the rest
 
-    def delete(self, vm_cid: str) -> None:
+    def delete(self, vm_cid: VmCid) -> None:
         """Terminate and wait until terminated: the persistent disks it held are then
         detached and its IP is free for the next VM."""
         if not ids.is_instance(vm_cid):
@@ -432,10 +381,10 @@ class Vms:
                                setting="vm_wait_timeout", schedule=INSTANCE_WAIT,
                                history=self.properties.history("instance terminated"))
 
-    def exists(self, vm_cid: str) -> bool:
+    def exists(self, vm_cid: VmCid) -> bool:
         return ids.is_instance(vm_cid) and lookups.instance(self.aws, vm_cid, missing_ok=True) is not None
 
-    def reboot(self, vm_cid: str) -> None:
+    def reboot(self, vm_cid: VmCid) -> None:
         ids.instance(vm_cid)
         try:
             self.aws.ec2("RebootInstances", InstanceIds=[vm_cid])
@@ -447,7 +396,7 @@ class Vms:
             raise
         log.info("rebooting %s", vm_cid)
 
-    def set_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
+    def set_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         """Tags on the instance and on the volumes it was created with (root, ephemeral: the
         ones deleted with it); persistent disks carry their own set_disk_metadata tags."""
         instance = lookups.instance(self.aws, ids.instance(vm_cid))
@@ -465,12 +414,12 @@ class Vms:
         self.aws.ec2("CreateTags", Resources=[vm_cid, *volumes], Tags=tags.api(wanted))
         log.info("tagged %s and %d volume(s) with %d tags", vm_cid, len(volumes), len(wanted))
 
-    def disks(self, vm_cid: str) -> list[str]:
+    def disks(self, vm_cid: VmCid) -> list[DiskCid]:
         """Volumes attached as persistent disks: those not deleted with the VM."""
         instance = lookups.instance(self.aws, ids.instance(vm_cid))
         root = instance.get("RootDeviceName") or ""
         return [
-            m["Ebs"]["VolumeId"]
+            DiskCid(m["Ebs"]["VolumeId"])
             for m in instance.get("BlockDeviceMappings", [])
             if m.get("Ebs", {}).get("VolumeId")
             and not m["Ebs"].get("DeleteOnTermination")

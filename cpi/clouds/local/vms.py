@@ -48,13 +48,13 @@ class Vms:
             raise VMNotFound(f"VM '{vm_cid}' not found")
         return record
 
-    def disks(self, vm_cid: VmCid) -> list[str]:
+    def disks(self, vm_cid: VmCid) -> list[DiskCid]:
         return list(self.require(vm_cid).disks)
 
     # ------------------------------------------------------------ create, delete, reboot
 
     def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, networks: dict[str, Network],
-               disk_cids: Sequence[str], env: dict) -> tuple[str, dict[str, Any]]:
+               disk_cids: Sequence[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
         session = self.session
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         if self.store.load(StemcellRecord, stemcell_cid) is None:

@@ -16,9 +16,11 @@ import logging
 import string
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from cpi import waits
+from cpi.cids import DiskCid, SnapshotCid, VmCid
 from cpi.errors import (
     CloudError,
     DiskNotAttached,
@@ -51,19 +53,19 @@ class Disks:
 
     # ------------------------------------------------------------ lookups
 
-    def volume(self, disk_cid: str) -> dict[str, Any] | None:
+    def volume(self, disk_cid: DiskCid) -> dict[str, Any] | None:
         response = self.api.request(SERVICE, "GET", f"/volumes/{_quote(disk_cid)}", ok=(404,))
         if response.status_code == 404:
             return None
         return response.json()["volume"]
 
-    def require(self, disk_cid: str) -> dict[str, Any]:
+    def require(self, disk_cid: DiskCid) -> dict[str, Any]:
         volume = self.volume(disk_cid)
         if volume is None:
             raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
         return volume
 
-    def _wait(self, disk_cid: str, what: str, done, *, gone_ok: bool = False,
+    def _wait(self, disk_cid: DiskCid, what: str, done: Callable[[dict[str, Any]], bool], *, gone_ok: bool = False,
               kind: str | None = None) -> dict[str, Any] | None:
         """Poll the volume until `done(volume)`; an `error*` status aborts. `kind` names the
         transition for cpi.transitions, so the looks come when it usually ends."""
@@ -85,7 +87,7 @@ class Disks:
 
     # ------------------------------------------------------------ create / delete
 
-    def create(self, size: int, cloud_properties: dict, vm_cid: str | None) -> str:
+    def create(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
         props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
         volume: dict[str, Any] = {
             "size": gib(size),
@@ -109,7 +111,7 @@ class Disks:
             if exc.status in (400, 404) and volume_type and exc.mentions("type"):
                 raise CloudError(f"create_disk: volume type '{volume_type}': {exc.message}") from None
             raise
-        disk_cid = created["id"]
+        disk_cid = DiskCid(created["id"])
         try:
             self._wait(disk_cid, "be available", lambda v: v["status"] == "available", kind="available")
         except BaseException:
@@ -124,7 +126,7 @@ class Disks:
                  f" in {volume['availability_zone']}" if "availability_zone" in volume else "")
         return disk_cid
 
-    def delete(self, disk_cid: str) -> None:
+    def delete(self, disk_cid: DiskCid) -> None:
         """Delete and wait until Cinder has it gone. A volume still detaching from a server
         that is going away, or with snapshots being deleted, is waited out."""
 
@@ -160,13 +162,13 @@ class Disks:
         self._wait(disk_cid, "be deleted", lambda v: False, gone_ok=True, kind="deleted")
         log.info("deleted volume %s", disk_cid)
 
-    def exists(self, disk_cid: str) -> bool:
+    def exists(self, disk_cid: DiskCid) -> bool:
         volume = self.volume(disk_cid)
         return volume is not None and volume.get("status") != "deleted"
 
     # ------------------------------------------------------------ size
 
-    def resize(self, disk_cid: str, new_size: int) -> None:
+    def resize(self, disk_cid: DiskCid, new_size: int) -> None:
         volume = self.require(disk_cid)
         current, wanted = int(volume["size"]), gib(new_size)
         if wanted == current:
@@ -183,7 +185,7 @@ class Disks:
 
     # ------------------------------------------------------------ attach / detach
 
-    def attach(self, vm_cid: str, disk_cid: str) -> str:
+    def attach(self, vm_cid: VmCid, disk_cid: DiskCid) -> str:
         """Attach at the first free letter. Nova knows the letters of the flavor's ephemeral
         and swap disks and of attaches running at the same time: it refuses those (409) and
         the next letter is tried, so no server lookup is needed up front."""
@@ -239,7 +241,7 @@ class Disks:
         raise CloudError(f"cannot attach disk '{disk_cid}' to VM '{vm_cid}': "
                          f"no free device after {ATTACH_ATTEMPTS} tries")
 
-    def _attachment(self, vm_cid: str, disk_cid: str) -> dict[str, Any] | None:
+    def _attachment(self, vm_cid: VmCid, disk_cid: DiskCid) -> dict[str, Any] | None:
         return next((a for a in self.vms.attachments(vm_cid) if a.get("volumeId") == disk_cid), None)
 
     def _named(self, name: str) -> dict[str, Any] | None:
@@ -247,7 +249,7 @@ class Disks:
         found = self.api.get(SERVICE, f"/volumes?{urllib.parse.urlencode({'name': name})}")["volumes"]
         return found[0] if found else None
 
-    def _existing_hint(self, vm_cid: str, disk_cid: str) -> str:
+    def _existing_hint(self, vm_cid: VmCid, disk_cid: DiskCid) -> str:
         self._wait(disk_cid, f"attach to {vm_cid}", lambda v: v["status"] == "in-use" and _attached_to(v, vm_cid),
                        kind="attached")
         for attachment in self.vms.attachments(vm_cid):
@@ -255,7 +257,7 @@ class Disks:
                 return _hint(attachment.get("device"))
         raise CloudError(f"disk '{disk_cid}' is attached to VM '{vm_cid}' but Nova lists no attachment for it")
 
-    def _free_device(self, vm_cid: str, taken: set[str | None]) -> str:
+    def _free_device(self, vm_cid: VmCid, taken: set[str | None]) -> str:
         """The first letter from b that is not taken; a config drive attached as a disk
         takes b (it is no Nova block device, so Nova would not refuse that letter)."""
         skip = 1 if self.properties.config_drive == "disk" else 0
@@ -264,7 +266,7 @@ class Disks:
                 return f"/dev/sd{letter}"
         raise CloudError(f"VM '{vm_cid}' has no free device for another disk (all of /dev/sdb..sdz are taken)")
 
-    def _held_by_departing_server(self, disk_cid: str):
+    def _held_by_departing_server(self, disk_cid: DiskCid) -> Callable[[errors.ApiError], bool]:
         """An attach refused because the volume is not available yet is retried while it is
         still detaching from a server that is going away."""
 
@@ -287,7 +289,7 @@ class Disks:
 
         return transient
 
-    def detach(self, vm_cid: str, disk_cid: str) -> None:
+    def detach(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
         def detaching(exc: errors.ApiError) -> bool:
             if exc.status not in (400, 409):
                 return False
@@ -317,7 +319,7 @@ class Disks:
         self._wait_released(vm_cid, disk_cid)
         log.info("detached %s from %s", disk_cid, vm_cid)
 
-    def _wait_released(self, vm_cid: str, disk_cid: str) -> None:
+    def _wait_released(self, vm_cid: VmCid, disk_cid: DiskCid) -> None:
         """Cinder says `available` a moment before Nova drops its own record of the
         attachment (its block device mapping). Until then Nova still lists the disk on the
         server: an attach made meanwhile would take it for attached already and return,
@@ -335,7 +337,7 @@ class Disks:
 
     # ------------------------------------------------------------ metadata and snapshots
 
-    def set_metadata(self, disk_cid: str, metadata: dict[str, str]) -> None:
+    def set_metadata(self, disk_cid: DiskCid, metadata: dict[str, str]) -> None:
         wanted = tags.clean(metadata)
         if not wanted:
             self.require(disk_cid)
@@ -345,7 +347,7 @@ class Disks:
         if response.status_code == 404:
             raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False)
 
-    def snapshot(self, disk_cid: str, metadata: dict[str, Any]) -> str:
+    def snapshot(self, disk_cid: DiskCid, metadata: dict[str, Any]) -> SnapshotCid:
         """A snapshot named after the deployment, job, index (and the device, when attached),
         with the director's metadata and the keys the official CPI adds (models.snapshot_tags);
         waited on until `available`."""
@@ -372,12 +374,12 @@ class Disks:
             if exc.status == 404:
                 raise DiskNotFound(f"disk '{disk_cid}' not found", ok_to_retry=False) from None
             raise
-        snapshot_cid = snapshot["id"]
+        snapshot_cid = SnapshotCid(snapshot["id"])
         self._wait_snapshot(snapshot_cid, "be available", lambda s: s["status"] == "available")
         log.info("snapshot %s of %s: %s", snapshot_cid, disk_cid, body["snapshot"]["description"])
         return snapshot_cid
 
-    def delete_snapshot(self, snapshot_cid: str) -> None:
+    def delete_snapshot(self, snapshot_cid: SnapshotCid) -> None:
         response = self.api.request(SERVICE, "DELETE", f"/snapshots/{_quote(snapshot_cid)}", ok=(404,))
         if response.status_code == 404:
             log.info("snapshot %s not found: nothing to delete", snapshot_cid)
@@ -385,7 +387,8 @@ class Disks:
         self._wait_snapshot(snapshot_cid, "be deleted", lambda s: False, gone_ok=True)
         log.info("deleted snapshot %s", snapshot_cid)
 
-    def _wait_snapshot(self, snapshot_cid: str, what: str, done, *, gone_ok: bool = False) -> None:
+    def _wait_snapshot(self, snapshot_cid: SnapshotCid, what: str, done: Callable[[dict[str, Any]], bool], *,
+                       gone_ok: bool = False) -> None:
         def check() -> waits.Check:
             response = self.api.request(SERVICE, "GET", f"/snapshots/{snapshot_cid}", ok=(404,))
             if response.status_code == 404:
@@ -417,14 +420,14 @@ def _hint(device: str | None) -> str:
     return f"/dev/sd{letter}"
 
 
-def _holder_note(volume: dict[str, Any], vm_cid: str) -> str:
+def _holder_note(volume: dict[str, Any], vm_cid: VmCid) -> str:
     holders = [a.get("server_id") for a in volume.get("attachments", []) if a.get("server_id") != vm_cid]
     if holders:
         return f" (it is attached to {', '.join(holders)}; detach it there first)"
     return f" (volume status {volume.get('status')})"
 
 
-def _attachment_path(vm_cid: str, disk_cid: str) -> str:
+def _attachment_path(vm_cid: VmCid, disk_cid: DiskCid) -> str:
     return f"/servers/{_quote(vm_cid)}/os-volume_attachments/{_quote(disk_cid)}"
 
 
@@ -437,5 +440,5 @@ def _detach_under_way(status: str | None) -> bool:
     return status in ("detaching", "available")
 
 
-def _attached_to(volume: dict[str, Any], vm_cid: str) -> bool:
+def _attached_to(volume: dict[str, Any], vm_cid: VmCid) -> bool:
     return any(a.get("server_id") == vm_cid for a in volume.get("attachments") or [])

@@ -20,10 +20,13 @@ import json
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpi import retry
 from cpi.errors import CloudError
+
+if TYPE_CHECKING:
+    from requests import Response
 
 _TAGS = re.compile(r"<[^>]+>")
 
@@ -53,7 +56,7 @@ class ApiError(Exception):
         return any(word.lower() in text for word in words)
 
 
-def from_response(service: str, method: str, path: str, response: Any) -> ApiError:
+def from_response(service: str, method: str, path: str, response: Response) -> ApiError:
     """The ApiError for a `requests.Response` with an error status."""
     message, error_type, body_retry = parse_body(response)
     retry_after = parse_retry_after(response.headers.get("Retry-After"))
@@ -64,7 +67,7 @@ def from_response(service: str, method: str, path: str, response: Any) -> ApiErr
                     error_type, retry_after, request_id)
 
 
-def parse_body(response: Any) -> tuple[str, str | None, float | None]:
+def parse_body(response: Response) -> tuple[str, str | None, float | None]:
     """(message, the service's error type, a body `retryAfter`) from an error response."""
     text = response.text or ""
     try:

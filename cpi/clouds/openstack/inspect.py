@@ -6,11 +6,13 @@ One request per kind of thing named, whatever the number of names."""
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any
+from typing import Any, Protocol
 
 from cpi.clouds.findings import Finding, Item, missing, references
 
 from . import errors
+from .props import OpenStackProperties
+from .session import OpenStack
 
 SPEC = {
     "vm": {
@@ -26,7 +28,24 @@ SPEC = {
 CONFIG = "cpi.json: cloud.properties.openstack"
 
 
-def check_cloud_config(cloud, items: list[Item]) -> list[Finding]:
+#: What a cloud-config names, by kind of resource: name -> the YAML paths that name it.
+Refs = dict[str, dict[str, list[str]]]
+
+
+class _Cloud(Protocol):
+    """What the checks read of the openstack cloud (its facade imports this module: named
+    by shape, not by import): `_api` is the session if one was opened, whose token is kept."""
+
+    _api: OpenStack | None
+
+    @property
+    def api(self) -> OpenStack: ...
+
+    @property
+    def properties(self) -> OpenStackProperties: ...
+
+
+def check_cloud_config(cloud: _Cloud, items: list[Item]) -> list[Finding]:
     refs = references(items, SPEC)
     p = cloud.properties
     if p.default_key_name:
@@ -46,7 +65,7 @@ def check_cloud_config(cloud, items: list[Item]) -> list[Finding]:
             cloud._api.keep_token()
 
 
-def _check(api, refs) -> list[Finding]:
+def _check(api: OpenStack, refs: Refs) -> list[Finding]:
     findings: list[Finding] = []
     if "flavor" in refs:
         from .flavors import all_flavors

@@ -16,6 +16,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
+from cpi.cids import VmCid
 from cpi.errors import VMCreationFailed
 from cpi.models import Network
 from cpi.validation import parse
@@ -244,7 +245,7 @@ def delete_port(api: OpenStack, port_id: str) -> None:
     api.delete("network", f"/ports/{port_id}", ok=(404,))
 
 
-def server_ports(api: OpenStack, vm_cid: str) -> list[dict[str, Any]]:
+def server_ports(api: OpenStack, vm_cid: VmCid) -> list[dict[str, Any]]:
     query = urllib.parse.urlencode([("device_id", vm_cid)] + [("fields", f) for f in ("id", "network_id", "fixed_ips",
                                                                                      "mac_address", "device_owner")])
     return api.get("network", f"/ports?{query}")["ports"]

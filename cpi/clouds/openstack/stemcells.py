@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cpi import waits
+from cpi.cids import StemcellCid
 from cpi.errors import CloudError
 
 from . import errors
@@ -42,7 +43,7 @@ class Stemcells:
         self.api = api
         self.properties = properties
 
-    def create(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> str:
+    def create(self, image_path: str, cloud_properties: dict, tags: dict[str, str]) -> StemcellCid:
         props = StemcellCloudProperties.model_validate(cloud_properties or {})
         if props.is_light:
             return self._light(props)
@@ -53,7 +54,7 @@ class Stemcells:
 
     # ------------------------------------------------------------ light
 
-    def _light(self, props: StemcellCloudProperties) -> str:
+    def _light(self, props: StemcellCloudProperties) -> StemcellCid:
         image_id = props.image_id
         assert image_id, "props.is_light"
         response = self.api.request("image", "GET", f"/images/{_quote(image_id)}", ok=(404,))
@@ -63,7 +64,7 @@ class Stemcells:
         if status != "active":
             raise CloudError(f"light stemcell: image {image_id} is {status}, not active")
         log.info("light stemcell: image %s is active", image_id)
-        return f"{image_id}{LIGHT_SUFFIX}"
+        return StemcellCid(f"{image_id}{LIGHT_SUFFIX}")
 
     # ------------------------------------------------------------ heavy
 
@@ -98,7 +99,7 @@ class Stemcells:
                 log.info("stemcell property '%s' skipped: Glance properties are strings", key)
         return body
 
-    def _upload(self, source: _RootImage, props: StemcellCloudProperties, tags: dict[str, str]) -> str:
+    def _upload(self, source: _RootImage, props: StemcellCloudProperties, tags: dict[str, str]) -> StemcellCid:
         size = source.size()  # fails early on a missing or unreadable image
         body = self._image_body(props, tags)
         image = self.api.post("image", "/images", body)
@@ -129,7 +130,7 @@ class Stemcells:
             except Exception as cleanup_exc:  # noqa: BLE001 - the original failure is what gets raised
                 log.error("could not delete image %s: %s; delete it by hand", image_id, errors.summary(cleanup_exc))
             raise
-        return image_id
+        return StemcellCid(image_id)
 
     def _wait_active(self, image_id: str) -> None:
         def check() -> waits.Check:
@@ -144,7 +145,7 @@ class Stemcells:
 
     # ------------------------------------------------------------ delete
 
-    def delete(self, stemcell_cid: str) -> None:
+    def delete(self, stemcell_cid: StemcellCid) -> None:
         if stemcell_cid.endswith(LIGHT_SUFFIX):
             log.info("light stemcell %s: its image is not this CPI's to delete", stemcell_cid)
             return

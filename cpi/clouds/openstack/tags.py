@@ -11,24 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cpi.models import metadata_strings
+
 MAX_KEY = 255
 MAX_VALUE = 255
 
 
 def clean(metadata: Mapping[str, Any]) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for key, value in metadata.items():
-        key = str(key)
-        if not key:
-            continue
-        if value is None:
-            text = ""
-        elif isinstance(value, bool):
-            text = "true" if value else "false"
-        else:
-            text = str(value)
-        result[key[:MAX_KEY]] = text[:MAX_VALUE]
-    return result
+    return metadata_strings(metadata, MAX_KEY, MAX_VALUE)
 
 
 def vm_name(metadata: Mapping[str, str]) -> str | None:

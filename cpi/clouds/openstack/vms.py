@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cpi import agent_env, waits
-from cpi.cids import DiskCid
+from cpi.cids import AgentId, DiskCid, StemcellCid, VmCid
 from cpi.errors import BoshError, CloudError, VMCreationFailed, VMNotFound
 from cpi.models import AgentConfig, CallContext, Network, VMResources
 from cpi.validation import parse
@@ -60,20 +60,20 @@ class Vms:
 
     # ------------------------------------------------------------ lookups
 
-    def server(self, vm_cid: str) -> dict[str, Any] | None:
+    def server(self, vm_cid: VmCid) -> dict[str, Any] | None:
         """The server, or None when Nova does not know it."""
         response = self.api.request("compute", "GET", f"/servers/{_quote(vm_cid)}", ok=(404,))
         if response.status_code == 404:
             return None
         return response.json()["server"]
 
-    def require(self, vm_cid: str) -> dict[str, Any]:
+    def require(self, vm_cid: VmCid) -> dict[str, Any]:
         server = self.server(vm_cid)
         if server is None or server.get("status") in _GONE:
             raise VMNotFound(f"VM '{vm_cid}' not found")
         return server
 
-    def attachments(self, vm_cid: str) -> list[dict[str, Any]]:
+    def attachments(self, vm_cid: VmCid) -> list[dict[str, Any]]:
         response = self.api.request("compute", "GET", f"/servers/{_quote(vm_cid)}/os-volume_attachments", ok=(404,))
         if response.status_code == 404:
             raise VMNotFound(f"VM '{vm_cid}' not found")
@@ -81,8 +81,8 @@ class Vms:
 
     # ------------------------------------------------------------ create_vm
 
-    def create(self, agent_id: str, stemcell_cid: str, cloud_properties: dict, nets: dict[str, Network],
-               disk_cids: list[DiskCid], env: dict) -> tuple[str, dict[str, Any]]:
+    def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, nets: dict[str, Network],
+               disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
         props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
         if self.properties.use_nova_networking:
             raise VMCreationFailed("use_nova_networking: Nova networking is gone from OpenStack (removed in Rocky); "
@@ -108,7 +108,7 @@ class Vms:
             image_id = stemcell_cid.split(" ", 1)[0]  # "<id> light" for light stemcells
             # agent_id and director_uuid from the first request on: a port or server left by a
             # create_vm killed mid-way can be found and attributed
-            origin = {"agent_id": agent_id}
+            origin: dict[str, str] = {"agent_id": agent_id}
             if self.context.director_uuid:
                 origin["director_uuid"] = self.context.director_uuid
             # independent requests at once: the flavor and a vip's floating IP are looked up
@@ -198,7 +198,7 @@ class Vms:
             "boot_index": 0, "delete_on_termination": True, "device_name": "/dev/vda",
         }
 
-    def _user_data(self, agent_id: str, server_name: str, nets: dict[str, Network], plan: networks.NetworkPlan,
+    def _user_data(self, agent_id: AgentId, server_name: str, nets: dict[str, Network], plan: networks.NetworkPlan,
                    flavor: dict[str, Any], env: dict) -> str:
         ports = {planned.name: planned.port for planned in plan.networks if planned.port}
         for_agent: dict[str, Network] = {}
@@ -253,10 +253,10 @@ class Vms:
             body["os:scheduler_hints"] = props.scheduler_hints
         return body
 
-    def _post_server(self, body: dict[str, Any], server_name: str, what: str) -> str:
+    def _post_server(self, body: dict[str, Any], server_name: str, what: str) -> VmCid:
         try:
-            return self.api.create("compute", "/servers", body, key="server",
-                                   find=lambda: self._named(server_name))["id"]
+            return VmCid(self.api.create("compute", "/servers", body, key="server",
+                                         find=lambda: self._named(server_name))["id"])
         except errors.ApiError as exc:
             if 400 <= exc.status < 500 and exc.status not in (429, 413):
                 # Nova checks the image itself: a missing or inactive stemcell image is a 400 here
@@ -270,7 +270,7 @@ class Vms:
         found = self.api.get("compute", f"/servers?{query}")["servers"]
         return found[0] if found else None
 
-    def _wait_active(self, vm_cid: str, kind: str) -> None:
+    def _wait_active(self, vm_cid: VmCid, kind: str) -> None:
         """Until ACTIVE, looking when servers of this `kind` (flavor, boot source) usually are."""
         def check() -> waits.Check:
             server = self.server(vm_cid)
@@ -294,7 +294,7 @@ class Vms:
                                setting="state_timeout", schedule=poll_schedule(self.properties),
                                history=history(self.properties, f"server ACTIVE {kind}"))
 
-    def _nova_port(self, vm_cid: str, planned: networks.PlannedNetwork) -> dict[str, Any]:
+    def _nova_port(self, vm_cid: VmCid, planned: networks.PlannedNetwork) -> dict[str, Any]:
         ports = networks.server_ports(self.api, vm_cid)
         if planned.properties.net_id:
             ports = [p for p in ports if p.get("network_id") == planned.properties.net_id] or ports
@@ -302,7 +302,7 @@ class Vms:
             raise VMCreationFailed(f"server {vm_cid} has no port for the floating IP", ok_to_retry=True)
         return ports[0]
 
-    def _join_pools(self, vm_cid: str, props: VMCloudProperties, plan: networks.NetworkPlan, made: _Made) -> None:
+    def _join_pools(self, vm_cid: VmCid, props: VMCloudProperties, plan: networks.NetworkPlan, made: _Made) -> None:
         port = plan.gateway.port or self._nova_port(vm_cid, plan.gateway)
         fixed = next((ip for ip in port.get("fixed_ips", []) if ":" not in ip["ip_address"]), None) \
             or (port.get("fixed_ips") or [None])[0]
@@ -357,7 +357,7 @@ class Vms:
 
     # ------------------------------------------------------------ delete_vm
 
-    def _delete_server(self, vm_cid: str) -> bool:
+    def _delete_server(self, vm_cid: VmCid) -> bool:
         """Delete the server and wait until Nova has it gone (its volumes detached, its ports
         unbound); False when there was no such server."""
         response = self.api.request("compute", "DELETE", f"/servers/{_quote(vm_cid)}", ok=(404,))
@@ -379,7 +379,7 @@ class Vms:
                                history=history(self.properties, "server deleted"))
         return True
 
-    def delete(self, vm_cid: str) -> None:
+    def delete(self, vm_cid: VmCid) -> None:
         """Remove load balancer memberships, delete the server, wait until it is gone, then
         delete its ports (the ones this CPI made survive the server otherwise). A VM that no
         longer exists is success."""
@@ -400,11 +400,11 @@ class Vms:
 
     # ------------------------------------------------------------ the rest
 
-    def exists(self, vm_cid: str) -> bool:
+    def exists(self, vm_cid: VmCid) -> bool:
         server = self.server(vm_cid)
         return server is not None and server.get("status") not in _GONE
 
-    def reboot(self, vm_cid: str) -> None:
+    def reboot(self, vm_cid: VmCid) -> None:
         response = self.api.request("compute", "POST", f"/servers/{_quote(vm_cid)}/action",
                                     json={"reboot": {"type": "SOFT"}}, ok=(404,))
         if response.status_code == 404:
@@ -422,7 +422,7 @@ class Vms:
         self.api.channel.until(check, what=f"server {vm_cid} to reboot", timeout=self.properties.state_timeout,
                                setting="state_timeout", schedule=poll_schedule(self.properties))
 
-    def set_metadata(self, vm_cid: str, metadata: dict[str, str]) -> None:
+    def set_metadata(self, vm_cid: VmCid, metadata: dict[str, str]) -> None:
         wanted = tags.clean(metadata)
         if wanted:
             response = self.api.request("compute", "POST", f"/servers/{_quote(vm_cid)}/metadata",
@@ -436,9 +436,9 @@ class Vms:
             self.api.put("compute", f"/servers/{_quote(vm_cid)}", {"server": {"name": name}})
             log.info("renamed server %s to %s", vm_cid, name)
 
-    def disks(self, vm_cid: str) -> list[str]:
+    def disks(self, vm_cid: VmCid) -> list[DiskCid]:
         """Persistent disks: the attached volumes except the boot volume (device letter a)."""
-        return [a["volumeId"] for a in self.attachments(vm_cid) if not is_root_device(a.get("device"))]
+        return [DiskCid(a["volumeId"]) for a in self.attachments(vm_cid) if not is_root_device(a.get("device"))]
 
     def calculate_cloud_properties(self, resources: VMResources) -> dict[str, Any]:
         return flavors.calculate(self.api, resources, self.properties.boot_from_volume)
@@ -449,7 +449,7 @@ class _Made:
 
     def __init__(self) -> None:
         self.ports: list[str] = []
-        self.server: str | None = None
+        self.server: VmCid | None = None
         self.members: list[tuple[str, str]] = []
 
     @property
