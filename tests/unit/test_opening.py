@@ -40,6 +40,16 @@ def test_a_bad_config_is_refused_before_anything_is_made(tmp_path):
         opening.open_cloud({"cloud": {"plugin": "local", "properties": {"local": {"lock_timeout": "soon"}}}}, {})
 
 
+def test_a_plan_reaches_the_cloud_only_from_cpi_plan_never_from_the_request(tmp_path):
+    """The plan travels with the call (cpi.channel): what `cpi plan` hands the opening is
+    the channel of the cloud's session; no key of a request's context can plan a call."""
+    planned = plan.Plan()
+    cloud = opening.open_cloud(local(tmp_path), {}, planned).cloud
+    assert cloud.context.plan is planned and cloud.session.channel.plan is planned
+    forged = opening.open_cloud(local(tmp_path), {"plan": {"steps": []}, "_plan": "x"}).cloud
+    assert forged.context.plan is None and forged.session.channel.plan is None
+
+
 def test_under_a_plan_a_cloud_that_cannot_plan_is_refused(tmp_path, monkeypatch):
     from cpi.clouds.local import LocalCloud
 
