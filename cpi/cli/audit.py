@@ -28,18 +28,17 @@ COLUMNS = ("time", "request", "method", "action", "type", "resource", "old", "ne
 HEADINGS = {"request": "request_id", "type": "resource_type", "resource": "resource_id"}
 
 
+DESCRIPTION = """Read the audit trail (rotated files included, oldest first) of the cloud cpi.json names: only the
+lines of its cloud and account (as the calls work it out from the config: local, the state dir; aws,
+the endpoint, region and credentials; openstack, Keystone and the project), unless --all. Lines
+written before lines named their account are shown only with --all."""
+EPILOG = """examples: cpi audit --config cpi.json --request-id cpi-123456;  cpi audit --config cpi.json
+--deployment cf --since 2h;  cpi audit --config cpi.json --resource vol-0abc --before
+2026-01-31T12:00Z --json;  cpi audit --config cpi.json --all"""
+
+
 def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
-    p = sub.add_parser(
-        name, help=summary,
-        description="Read the audit trail (rotated files included, oldest first) of the cloud cpi.json names: only "
-                    "the lines of its cloud and account (as the calls work it out from the config: local, the "
-                    "state dir; aws, the endpoint, region and credentials; openstack, Keystone and the project), "
-                    "unless --all. Lines written before lines named their account are shown only with --all.",
-        epilog="examples: cpi audit --config cpi.json --request-id cpi-123456;  "
-               "cpi audit --config cpi.json --deployment cf --since 2h;  "
-               "cpi audit --config cpi.json --resource vol-0abc --before 2026-01-31T12:00Z --json;  "
-               "cpi audit --config cpi.json --all",
-    )
+    p = sub.add_parser(name, help=summary, description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("--file", help="read this audit file instead of the one cpi.json names")
     p.add_argument("--all", action="store_true",
                    help="every line, of every cloud and account (and lines older than the account field); "

@@ -15,14 +15,14 @@ from .output import print_data, waiting, wants_data
 from .reads import open_to_read
 from .table import Table, print_table, text
 
+DESCRIPTION = """List what a cloud-config may name on the cloud: images (AMIs, Glance images), sizes (instance types,
+flavors), availability zones, networks (subnets, Neutron networks), with their ids and what the
+cloud says of them."""
+EPILOG = "examples: cpi avail sizes --config cpi.json --filter 'm5.*';  cpi avail zones --json"
+
 
 def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
-    p = sub.add_parser(
-        name, help=summary,
-        description="List what a cloud-config may name on the cloud: images (AMIs, Glance images), sizes "
-                    "(instance types, flavors), availability zones, networks (subnets, Neutron networks), with "
-                    "their ids and what the cloud says of them.",
-        epilog="examples: cpi avail sizes --config cpi.json --filter 'm5.*';  cpi avail zones --json")
+    p = sub.add_parser(name, help=summary, description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("offer", choices=OFFERS)
     p.add_argument("--filter", metavar="PATTERN",
                    help="only those whose name or id matches this shell pattern (m5.*, *large), case-insensitive")

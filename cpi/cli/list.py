@@ -18,14 +18,15 @@ from .table import Table, print_table
 TAG_COLUMNS = ("director_uuid", "agent_id", "deployment", "job", "index")
 
 
+DESCRIPTION = """List what BOSH made (through this CPI, or the official CPI before a switch: found by the tags the
+director and the CPIs set), with its BOSH tags, creation time, age and state; disks with their role:
+persistent, or a VM's root or ephemeral volume."""
+EPILOG = """examples: cpi list vms --config cpi.json --director-uuid 2b4c...;  cpi list disks --column cid
+--column deployment | sort -k2"""
+
+
 def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
-    p = sub.add_parser(name, help=summary,
-                       description="List what BOSH made (through this CPI, or the official CPI before a "
-                                   "switch: found by the tags the director and the CPIs set), with its BOSH tags, "
-                                   "creation time, age and state; disks with their role: persistent, or a VM's root "
-                                   "or ephemeral volume.",
-                       epilog="examples: cpi list vms --config cpi.json --director-uuid 2b4c...;  "
-                              "cpi list disks --column cid --column deployment | sort -k2")
+    p = sub.add_parser(name, help=summary, description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("kind", choices=KINDS)
     add_cloud_options(p)
     p.add_argument("--director-uuid", help="only what carries this director's director_uuid (what this CPI made for "

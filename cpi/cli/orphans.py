@@ -20,19 +20,18 @@ from .output import CliError, confirm, escaped, print_data, reading, wants_data
 from .reads import open_to_read
 from .table import Table, plural, print_table
 
+DESCRIPTION = """Resources tagged with the director's UUID whose cid the director does not know, and that the cloud
+shows nothing alive holding (a disk attached to a VM, the snapshots of a disk that stays and the
+stemcell of a VM that stays are never offered)."""
+EPILOG = ("the complete known set: " + "; ".join(f"{command} >> known.json" for _, command, _ in known.RECIPE)
+          + """; then cpi orphans --director-uuid $(bosh env --json | jq -r '.Tables[0].Rows[0].uuid') --known
+known.json --config cpi.json. A list of these the input lacks is named on stderr, with what that lets
+through. An input that is empty, names no cid, is bosh's error document, truncated, or of another
+shape is refused (exit 1): nothing is offered for deletion.""")
+
 
 def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
-    p = sub.add_parser(
-        name, help=summary,
-        description="Resources tagged with the director's UUID whose cid the director does not know, and that "
-                    "the cloud shows nothing alive holding (a disk attached to a VM, the snapshots of a disk that "
-                    "stays and the stemcell of a VM that stays are never offered).",
-        epilog="the complete known set: " + "; ".join(f"{command} >> known.json" for _, command, _ in known.RECIPE)
-               + "; then cpi orphans --director-uuid $(bosh env --json | jq -r '.Tables[0].Rows[0].uuid') "
-               "--known known.json --config cpi.json. A list of these the input lacks is named on stderr, with "
-               "what that lets through. An input that is empty, names no cid, is bosh's error document, truncated, "
-               "or of another shape is refused (exit 1): nothing is offered for deletion.",
-    )
+    p = sub.add_parser(name, help=summary, description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("--director-uuid", required=True, help="whose resources to look at")
     p.add_argument("--known", required=True, metavar="FILE",
                    help="what the director knows: bosh instances --details / disks --orphaned / orphaned-vms / "

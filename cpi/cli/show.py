@@ -15,14 +15,15 @@ from .table import Table, print_table
 SINGULAR = {"vm": "vms", "disk": "disks", "stemcell": "stemcells", "snapshot": "snapshots"}
 
 
+DESCRIPTION = """Show one VM, disk, stemcell or snapshot as the cloud describes it: its state, creation time, every
+tag (metadata) and the cloud's details (size, type, zone, addresses, what it is attached to). Values
+are printed as JSON; secrets of the config are masked. Exit status 1 when the cloud has no such
+resource."""
+EPILOG = "examples: cpi show vm i-0abc123 --config cpi.json;  cpi show disk vol-0abc --yaml"
+
+
 def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
-    p = sub.add_parser(
-        name, help=summary,
-        description="Show one VM, disk, stemcell or snapshot as the cloud describes it: its state, creation time, "
-                    "every tag (metadata) and the cloud's details (size, type, zone, addresses, what it is attached "
-                    "to). Values are printed as JSON; secrets of the config are masked. Exit status 1 when the cloud "
-                    "has no such resource.",
-        epilog="examples: cpi show vm i-0abc123 --config cpi.json;  cpi show disk vol-0abc --yaml")
+    p = sub.add_parser(name, help=summary, description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("kind", choices=sorted(SINGULAR))
     p.add_argument("cid")
     add_cloud_options(p)

@@ -22,19 +22,18 @@ if TYPE_CHECKING:
     from cpi.logs import Redactor
 
 
+DESCRIPTION = """Check cpi.json, and every azs, vm_types, vm_extensions, disk_types and networks entry of a BOSH
+cloud-config, against the selected cloud's models, reporting every problem with its path: each key
+the CPI does not know (which a call would ignore, with a warning, or refuse under
+validation.strict), with the key it likely means. Exit status 1 when anything is wrong, 0 when it is
+clean, 2 when it could not check. --online: --timeout (default 30) bounds each request to the cloud,
+retries included."""
+EPILOG = """examples: cpi validate --config cpi.json;  cpi validate cloud-config.yml --online;  bosh
+cloud-config | cpi validate -"""
+
+
 def add_parser(sub: options.Subparsers, name: str, summary: str) -> None:
-    p = sub.add_parser(
-        name,
-        help=summary,
-        description="Check cpi.json, and every azs, vm_types, vm_extensions, disk_types and networks entry of a "
-        "BOSH cloud-config, against the selected cloud's models, reporting every problem with its path: "
-        "each key the CPI does not know (which a call would ignore, with a warning, or refuse under "
-        "validation.strict), with the key it likely means. Exit status 1 when anything is wrong, 0 when it "
-        "is clean, 2 when it could not check. --online: --timeout (default 30) bounds each request to the "
-        "cloud, retries included.",
-        epilog="examples: cpi validate --config cpi.json;  cpi validate cloud-config.yml --online;  "
-               "bosh cloud-config | cpi validate -",
-    )
+    p = sub.add_parser(name, help=summary, description=DESCRIPTION, epilog=EPILOG)
     p.add_argument("cloud_config", metavar="CLOUD_CONFIG.yml", nargs="?",
                    help="the cloud-config (YAML), e.g. from `bosh cloud-config`; - reads it from stdin; "
                    "without it, cpi.json alone is checked")
