@@ -14,6 +14,7 @@ keystoneauth1 is imported inside functions only: `info` imports this module.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import html
 import json
@@ -31,19 +32,20 @@ if TYPE_CHECKING:
 _TAGS = re.compile(r"<[^>]+>")
 
 
+@dataclasses.dataclass(eq=False, repr=False)  # an exception: compared and shown as one
 class ApiError(Exception):
     """An OpenStack API answered with an error status."""
 
-    def __init__(self, service: str, method: str, path: str, status: int, message: str,
-                 error_type: str | None = None, retry_after: float | None = None, request_id: str | None = None):
-        self.service = service
-        self.method = method
-        self.path = path
-        self.status = status
-        self.message = message
-        self.error_type = error_type
-        self.retry_after = retry_after
-        self.request_id = request_id
+    service: str
+    method: str
+    path: str
+    status: int
+    message: str
+    error_type: str | None = None
+    retry_after: float | None = None
+    request_id: str | None = None
+
+    def __post_init__(self) -> None:
         super().__init__(self.summary())
 
     def summary(self) -> str:
