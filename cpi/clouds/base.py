@@ -13,7 +13,7 @@ import abc
 import functools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
@@ -32,6 +32,7 @@ __all__ = ["Cloud", "CloudProperties", "DiskHint", "PartsCloud", "boundary"]
 P = ParamSpec("P")
 R = TypeVar("R")
 C = TypeVar("C", bound="Cloud")
+S = TypeVar("S")
 
 
 class CloudProperties(BaseModel):
@@ -138,14 +139,34 @@ class Cloud(BoshCloud):
         raise CpiNotImplemented(f"online checks are not implemented by the {self.name} cloud")
 
 
-class PartsCloud(Cloud, abc.ABC):
+class PartsCloud(Cloud, Generic[S], abc.ABC):
     """A cloud made of three parts (cpi.clouds.parts): its VMs, its disks, its stemcells.
     Every BOSH method the parts carry is written here once, under `boundary`, so a cloud's
     facade holds only its own hooks, the parts' factories and what is truly its own
     (update_disk and current_vm_id where it has them, vSphere's networks).
 
-    A part is made afresh for each method (`vms()` ...), from the cloud's session, which is
-    opened on the first request: a method answered without the IaaS opens nothing."""
+    A part is made afresh for each method (`vms()` ...), from the cloud's session `S` (its
+    IaaS client: cpi.channel under it), which is opened on the first request: a method
+    answered without the IaaS opens nothing."""
+
+    _session: S | None = None
+
+    @abc.abstractmethod
+    def open_session(self) -> S:
+        """The call's session with the IaaS, built with the call's plan (`context.plan`);
+        asked for once, when a part first needs it."""
+
+    @property
+    def session(self) -> S:
+        if self._session is None:
+            self._session = self.open_session()
+        return self._session
+
+    @property
+    def session_opened(self) -> S | None:
+        """The session if the call opened one, else None: for what is said or kept after a
+        call (requests counted, a token kept), which must not open one to say so."""
+        return self._session
 
     @abc.abstractmethod
     def vms(self) -> VmParts:

@@ -21,7 +21,6 @@ from cpi.cids import DiskCid, VmCid
 from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import PartsCloud, boundary
 from cpi.errors import BoshError
-from cpi.models import AgentConfig, CallContext
 
 from . import errors
 from .job_config import AwsProperties
@@ -41,7 +40,7 @@ if TYPE_CHECKING:  # the parts and the session: imported by the first call that 
     from .vms import Vms
 
 
-class AwsCloud(PartsCloud):
+class AwsCloud(PartsCloud["Aws"]):
     can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted
     name = "aws"
     stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["aws"]
@@ -71,11 +70,12 @@ class AwsCloud(PartsCloud):
     def translate_error(self, exc: Exception, method: str) -> BoshError | None:
         if not type(exc).__module__.startswith("botocore"):
             return None
-        return errors.to_cloud_error(exc, method, self.aws.describe_credentials())
+        return errors.to_cloud_error(exc, method, self.session.describe_credentials())
 
     def call_ended(self, method: str, mark: Any) -> None:
-        if self._aws is not None and self._aws.requests:
-            self.log.info("%s: %s", method, self._aws.summary())
+        aws = self.session_opened
+        if aws is not None and aws.requests:
+            self.log.info("%s: %s", method, aws.summary())
 
     @staticmethod
     def audit_account(properties: AwsProperties) -> str:
@@ -102,39 +102,32 @@ class AwsCloud(PartsCloud):
 
         preload()
 
-    def __init__(self, properties: AwsProperties, agent: AgentConfig, context: CallContext) -> None:
-        super().__init__(properties, agent, context)
-        self._aws: Aws | None = None
+    def open_session(self) -> Aws:
+        from .session import Aws
 
-    @property
-    def aws(self) -> Aws:
-        if self._aws is None:
-            from .session import Aws
-
-            self._aws = Aws(self.properties, self.context.plan)
-        return self._aws
+        return Aws(self.properties, self.context.plan)
 
     def vms(self) -> Vms:
         from .vms import Vms
 
-        return Vms(self.aws, self.properties, self.agent, self.context)
+        return Vms(self.session, self.properties, self.agent, self.context)
 
     def disks(self) -> Disks:
         from .disks import Disks
 
-        return Disks(self.aws, self.properties, self.context.director_uuid)
+        return Disks(self.session, self.properties, self.context.director_uuid)
 
     def stemcells(self) -> Stemcells:
         from .stemcells import Stemcells
 
-        return Stemcells(self.aws, self.properties)
+        return Stemcells(self.session, self.properties)
 
     # -- the operator's side (read-only)
     @boundary
     def inventory(self, kind: str) -> list[Resource]:
         from . import inventory
 
-        return inventory.inventory(self.aws, kind)
+        return inventory.inventory(self.session, kind)
 
     @boundary
     def show(self, kind: str, cid: str) -> Resource | None:
@@ -142,13 +135,13 @@ class AwsCloud(PartsCloud):
         and a light stemcell's cid (an image someone else owns), which no listing holds."""
         from . import inventory
 
-        return inventory.show(self.aws, kind, cid)
+        return inventory.show(self.session, kind, cid)
 
     @boundary
     def available(self, offer: str) -> list[Offer]:
         from . import inventory
 
-        return inventory.available(self.aws, offer)
+        return inventory.available(self.session, offer)
 
     def check_cloud_config(self, items: list) -> list:
         from . import inspect  # `cpi validate --online`'s read-only checks: not on bin/cpi's path

@@ -34,11 +34,11 @@ class _Cloud(Protocol):
     cloud's): named here rather than imported, since cloud.py imports this module."""
 
     @property
-    def aws(self) -> Aws: ...
+    def session(self) -> Aws: ...
 
 
 def check_cloud_config(cloud: _Cloud, items: list[Item]) -> list[Finding]:
-    aws = cloud.aws
+    aws = cloud.session
     refs = references(items, SPEC)
     p = aws.properties
     defaults = {

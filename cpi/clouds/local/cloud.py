@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the operator's shapes: not on bin/cpi's start-up path
     from cpi.clouds.inventory import Offer, Resource
 
 
-class LocalCloud(PartsCloud):
+class LocalCloud(PartsCloud[Session]):
     can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted
     name = "local"
     stemcell_formats = STEMCELL_FORMATS["local"]
@@ -53,10 +53,13 @@ class LocalCloud(PartsCloud):
 
     def __init__(self, properties: LocalProperties, agent: AgentConfig, context: CallContext) -> None:
         super().__init__(properties, agent, context)
-        self.session = Session(properties, agent, context, self.log)
         self._vms = Vms(self.session)
         self._disks = Disks(self.session, self._vms)
         self._stemcells = Stemcells(self.session)
+
+    def open_session(self) -> Session:
+        """The state dir, opened with the cloud: every method of this cloud works in it."""
+        return Session(self.properties, self.agent, self.context, self.log)
 
     def vms(self) -> Vms:
         return self._vms

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from cpi.clouds import STEMCELL_FORMATS
 from cpi.clouds.base import PartsCloud, boundary
 from cpi.errors import BoshError
-from cpi.models import AgentConfig, CallContext
 
 from . import errors
 from .props import (
@@ -41,7 +40,7 @@ if TYPE_CHECKING:  # the parts and the session: imported by the first call that 
     from .vms import Vms
 
 
-class OpenStackCloud(PartsCloud):
+class OpenStackCloud(PartsCloud["OpenStack"]):
     can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted
     name = "openstack"
     stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["openstack"]
@@ -79,10 +78,11 @@ class OpenStackCloud(PartsCloud):
         return time.monotonic()
 
     def call_ended(self, method: str, mark: Any) -> None:
-        if self._api is not None:
-            self._api.keep_token()
-        if self._api is not None and self._api.requests:
-            self.log.info("%s: %s in %.2fs", method, self._api.summary(), time.monotonic() - mark)
+        api = self.session_opened
+        if api is not None:
+            api.keep_token()
+            if api.requests:
+                self.log.info("%s: %s in %.2fs", method, api.summary(), time.monotonic() - mark)
 
     @staticmethod
     def audit_account(properties: OpenStackProperties) -> str:
@@ -107,39 +107,32 @@ class OpenStackCloud(PartsCloud):
 
         preload()
 
-    def __init__(self, properties: OpenStackProperties, agent: AgentConfig, context: CallContext) -> None:
-        super().__init__(properties, agent, context)
-        self._api: OpenStack | None = None
+    def open_session(self) -> OpenStack:
+        from .session import OpenStack
 
-    @property
-    def api(self) -> OpenStack:
-        if self._api is None:
-            from .session import OpenStack
-
-            self._api = OpenStack(self.properties, self.context.plan)
-        return self._api
+        return OpenStack(self.properties, self.context.plan)
 
     def vms(self) -> Vms:
         from .vms import Vms
 
-        return Vms(self.api, self.properties, self.agent, self.context)
+        return Vms(self.session, self.properties, self.agent, self.context)
 
     def disks(self) -> Disks:
         from .disks import Disks
 
-        return Disks(self.api, self.properties, self.vms())
+        return Disks(self.session, self.properties, self.vms())
 
     def stemcells(self) -> Stemcells:
         from .stemcells import Stemcells
 
-        return Stemcells(self.api, self.properties)
+        return Stemcells(self.session, self.properties)
 
     # -- the operator's side (read-only)
     @boundary
     def inventory(self, kind: str) -> list[Resource]:
         from . import inventory
 
-        return inventory.inventory(self.api, kind)
+        return inventory.inventory(self.session, kind)
 
     @boundary
     def show(self, kind: str, cid: str) -> Resource | None:
@@ -148,13 +141,13 @@ class OpenStackCloud(PartsCloud):
         holds."""
         from . import inventory
 
-        return inventory.show(self.api, kind, cid)
+        return inventory.show(self.session, kind, cid)
 
     @boundary
     def available(self, offer: str) -> list[Offer]:
         from . import inventory
 
-        return inventory.available(self.api, offer)
+        return inventory.available(self.session, offer)
 
     def check_cloud_config(self, items: list) -> list:
         from . import inspect  # `cpi validate --online`'s read-only checks: not on bin/cpi's path

@@ -34,12 +34,13 @@ Refs = dict[str, dict[str, list[str]]]
 
 class _Cloud(Protocol):
     """What the checks read of the openstack cloud (its facade imports this module: named
-    by shape, not by import): `_api` is the session if one was opened, whose token is kept."""
-
-    _api: OpenStack | None
+    by shape, not by import): `session_opened` is the session if one was opened, whose token is kept."""
 
     @property
-    def api(self) -> OpenStack: ...
+    def session(self) -> OpenStack: ...
+
+    @property
+    def session_opened(self) -> OpenStack | None: ...
 
     @property
     def properties(self) -> OpenStackProperties: ...
@@ -55,14 +56,15 @@ def check_cloud_config(cloud: _Cloud, items: list[Item]) -> list[Finding]:
     if p.default_volume_type:
         refs.setdefault("volume_type", {}).setdefault(p.default_volume_type, []).append(f"{CONFIG}.default_volume_type")
     try:
-        return _check(cloud.api, refs)
+        return _check(cloud.session, refs)
     except Exception as exc:
         if not (isinstance(exc, errors.ApiError) or type(exc).__module__.startswith(("keystoneauth1", "openstack"))):
             raise
         raise errors.to_cloud_error(exc, "validate --online", p.describe_identity(), p.auth_url) from None
     finally:
-        if cloud._api is not None:
-            cloud._api.keep_token()
+        api = cloud.session_opened
+        if api is not None:
+            api.keep_token()
 
 
 def _check(api: OpenStack, refs: Refs) -> list[Finding]:

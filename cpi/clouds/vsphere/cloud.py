@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the parts and the session: pyVmomi's, imported by the first
     from .vms.vms import Vms
 
 
-class VsphereCloud(PartsCloud):
+class VsphereCloud(PartsCloud["Session"]):
     name = "vsphere"
     can_plan = True  # cpi.plan: its session withholds mutations, its waits are noted (vcenter/planned.py)
     stemcell_formats: ClassVar[list[str]] = STEMCELL_FORMATS["vsphere"]
@@ -66,12 +66,14 @@ class VsphereCloud(PartsCloud):
                                        f"answered {errors.describe(exc)}", [password]))
 
     def call_started(self) -> tuple[float, int]:
-        return time.monotonic(), self._session.requests if self._session is not None else 0
+        opened = self.session_opened
+        return time.monotonic(), opened.requests if opened is not None else 0
 
     def call_ended(self, method: str, mark: Any) -> None:
         started, before = mark
-        if self._session is not None:
-            self.log.info("%s: %d vCenter requests in %.2fs", method, self._session.requests - before,
+        opened = self.session_opened
+        if opened is not None:
+            self.log.info("%s: %d vCenter requests in %.2fs", method, opened.requests - before,
                           time.monotonic() - started)
 
     @staticmethod
@@ -89,17 +91,13 @@ class VsphereCloud(PartsCloud):
 
     def __init__(self, properties: VsphereProperties, agent: AgentConfig, context: CallContext) -> None:
         super().__init__(properties, agent, context)
-        self._session: Session | None = None
         self._place: Place | None = None
 
-    @property
-    def session(self) -> Session:
-        if self._session is None:
-            from .vcenter import session
+    def open_session(self) -> Session:
+        from .vcenter import session
 
-            session.warn_unverified(self.properties)
-            self._session = session.get(self.properties, self.context.plan)
-        return self._session
+        session.warn_unverified(self.properties)
+        return session.get(self.properties, self.context.plan)
 
     @property
     def place(self) -> Place:
