@@ -93,6 +93,8 @@ class Config:
     tracing: TracingConfig = field(default_factory=TracingConfig)
     #: the keys no model knows, left out with a warning (validation.strict off): `cpi validate` reports them
     ignored: list[validation.Ignored] = field(default_factory=list)
+    #: how this config's calls read a key no model knows (CallContext.strict carries it to the cloud)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
 
 
 def _overrides(plugin: str, cloud_class: type[Cloud], context: dict, section: dict) -> dict:
@@ -169,11 +171,12 @@ def _official_shape(cloud_class: type[Cloud], section: dict, plugin: str) -> dic
     return shaped if isinstance(shaped, dict) else section
 
 
-def _section(model: type[BaseModel], data: dict, name: str, ignored: list[validation.Ignored] | None = None) -> Any:
+def _section(model: type[BaseModel], data: dict, name: str, ignored: list[validation.Ignored] | None = None, *,
+             strict: bool) -> Any:
     """`cloud.properties.<name>` validated (an unknown key ignored with a warning, and added
-    to `ignored`, unless validation.strict), or a CpiError naming each bad field."""
+    to `ignored`, unless `strict`), or a CpiError naming each bad field."""
     try:
-        return validation.validate(model, data, f"cloud.properties.{name}", ignored)
+        return validation.validate(model, data, f"cloud.properties.{name}", ignored, strict=strict)
     except ValidationError as exc:
         raise CpiError(f"invalid config: {describe(exc, f'cloud.properties.{name}', model=model)}") from None
 
@@ -195,7 +198,7 @@ def info(raw: dict) -> dict:
     formats = builtin_stemcell_formats(file.cloud.plugin)
     if formats is None:
         return build_info(raw)
-    debug = _section(DebugConfig, file.cloud.properties.get("debug") or {}, "debug")
+    debug = _section(DebugConfig, file.cloud.properties.get("debug") or {}, "debug", strict=False)
     return info_result(formats, debug.cpi.api_version)
 
 
@@ -227,7 +230,7 @@ def _no_nul(value: Any, where: str) -> None:
 
 
 def _properties(file: _File, cloud_class: type[Cloud], context: dict,
-                ignored: list[validation.Ignored] | None = None) -> Any:
+                ignored: list[validation.Ignored] | None = None, *, strict: bool) -> Any:
     """The plugin's section of `file` as its `Properties`, with `context`'s overrides."""
     plugin = file.cloud.plugin
     section, where = _plugin_section(cloud_class, file.cloud.properties, plugin)
@@ -236,14 +239,14 @@ def _properties(file: _File, cloud_class: type[Cloud], context: dict,
     section = _official_shape(cloud_class, section, where)
     overrides = _overrides(plugin, cloud_class, context, section)
     _no_nul(overrides, "context")
-    return _section(cloud_class.Properties, {**section, **overrides}, where, ignored)
+    return _section(cloud_class.Properties, {**section, **overrides}, where, ignored, strict=strict)
 
 
 def properties_with(cfg: Config, context: dict) -> Any:
     """`cfg`'s cloud properties again, with `context`'s overrides: what `build(cfg.raw,
     context)` would make of them, or its CpiError, without building the rest anew (the
     context changes nothing else). For whoever asks which overrides a config takes."""
-    return _properties(_file(cfg.raw), cfg.cloud_class, context)
+    return _properties(_file(cfg.raw), cfg.cloud_class, context, strict=cfg.validation.strict)
 
 
 def build(raw: dict, context: dict | None = None) -> Config:
@@ -252,14 +255,16 @@ def build(raw: dict, context: dict | None = None) -> Config:
 
     _no_nul(raw, "")
     file = _file(raw)
-    validation.strict = True  # this section first, strictly: it decides how the rest is read
-    validation.strict = _section(ValidationConfig, file.cloud.properties.get("validation") or {}, "validation").strict
+    checking = _section(ValidationConfig, file.cloud.properties.get("validation") or {}, "validation", strict=True)
+    strict = checking.strict  # this section first, strictly: it decides how the rest is read
     plugin = file.cloud.plugin
     cloud_class = load_cloud(plugin)
     ignored: list[validation.Ignored] = []
-    properties = _properties(file, cloud_class, context or {}, ignored)
+    properties = _properties(file, cloud_class, context or {}, ignored, strict=strict)
     sections = file.cloud.properties
-    read = {name: _section(model, sections.get(name) or {}, name, ignored) for name, model in SECTIONS.items()}
+    read = {name: _section(model, sections.get(name) or {}, name, ignored, strict=strict)
+            for name, model in SECTIONS.items()}
     known = {plugin, *official(cloud_class).official_keys, *SECTIONS, "validation", *OFFICIAL_ONLY}
-    validation.sections(sections, known, "cloud.properties", ignored)
-    return Config(plugin=plugin, cloud_class=cloud_class, properties=properties, raw=raw, ignored=ignored, **read)
+    validation.sections(sections, known, "cloud.properties", ignored, strict=strict)
+    return Config(plugin=plugin, cloud_class=cloud_class, properties=properties, raw=raw, ignored=ignored,
+                  validation=checking, **read)

@@ -38,14 +38,22 @@ class CallContext(BaseModel):
     request_id: str | None = None
     vm: dict[str, Any] | None = None
     _plan: Plan | None = PrivateAttr(default=None)
+    _strict: bool = PrivateAttr(default=False)
 
     @classmethod
-    def of_call(cls, context: dict[str, Any], plan: Plan | None = None) -> CallContext:
-        """The request's `context`, and the plan the call runs under (`cpi plan`'s, cpi.plan):
-        a plan travels with its call, and no key a request can send sets one."""
+    def of_call(cls, context: dict[str, Any], plan: Plan | None = None, *, strict: bool = False) -> CallContext:
+        """The request's `context`, the plan the call runs under (`cpi plan`'s, cpi.plan) and
+        how it reads a key no model knows (cpi.json's `validation.strict`): both travel with
+        the call, and no key a request can send sets either."""
         made = cls.model_validate(context)
-        made._plan = plan
+        made._plan, made._strict = plan, strict
         return made
+
+    @property
+    def strict(self) -> bool:
+        """Whether the call refuses a key no model knows in a cloud_properties (cpi.validation),
+        rather than leaving it out with a warning."""
+        return self._strict
 
     @property
     def plan(self) -> Plan | None:

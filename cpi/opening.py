@@ -48,8 +48,8 @@ def open_cloud(raw: dict, context: dict, plan: Plan | None = None) -> Opening:
     from cpi import backoff, config
     from cpi.models import CallContext
 
-    call_context = CallContext.of_call(context, plan)
     cfg = config.build(raw, context)
+    call_context = CallContext.of_call(context, plan, strict=cfg.validation.strict)
     if plan is not None:
         _refuse_a_plan_it_cannot_keep(cfg.cloud_class)
     backoff.configure(cfg.throttle)

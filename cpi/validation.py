@@ -29,11 +29,6 @@ from cpi.logs import Redactor, looks_secret, shown
 #: Errors listed in one message; a list of a million bad items gets a short answer.
 MAX_ERRORS = 10
 
-#: Whether a call refuses a key no model knows (cpi.json `cloud.properties.validation.strict`,
-#: set by cpi.config.build for the call) rather than ignoring it with a warning.
-strict = False
-
-
 @dataclass(frozen=True)
 class Ignored:
     """A key no model knows, left out of what the call reads: `path` as the call's warning
@@ -82,15 +77,19 @@ def describe(exc: ValidationError, prefix: str = "", label: Callable[[str], str]
     return "; ".join(messages)
 
 
-def parse(model: type[BaseModel], data: Any, what: str) -> Any:
-    """Validate `data` as `model`, raising CpiError naming `what` and each bad field."""
+def parse(model: type[BaseModel], data: Any, what: str, *, strict: bool = False) -> Any:
+    """Validate `data` as `model`, raising CpiError naming `what` and each bad field.
+    `strict` is the call's (cpi.models.CallContext.strict, which every cloud passes):
+    whether a key no model knows is refused rather than left out with a warning; by
+    default it is left out, as by a call under a config without validation.strict."""
     try:
-        return validate(model, {} if data is None else data, what)
+        return validate(model, {} if data is None else data, what, strict=strict)
     except ValidationError as exc:
         raise CpiError(f"invalid {what}: {describe(exc)}") from None
 
 
-def validate(model: type[BaseModel], data: Any, where: str, ignored: list[Ignored] | None = None) -> Any:
+def validate(model: type[BaseModel], data: Any, where: str, ignored: list[Ignored] | None = None, *,
+             strict: bool) -> Any:
     """`model.model_validate(data)`; unless `strict`, a key the model does not know is left
     out with a warning naming it (`where` and its path) and the closest known key, and what
     remains is validated again, so that any other mistake is still an error. Each key left
@@ -129,7 +128,8 @@ def _leave_out(unknown: list[tuple[str, str]], where: str, ignored: list[Ignored
         log.warning("%s: %d more unknown properties ignored", where, len(unknown) - MAX_ERRORS)
 
 
-def sections(data: dict, known: set[str], where: str, ignored: list[Ignored] | None = None) -> None:
+def sections(data: dict, known: set[str], where: str, ignored: list[Ignored] | None = None, *,
+             strict: bool) -> None:
     """The sections of `data` (cloud.properties) that no model reads, each left out as an
     unknown key of a model is: a warning naming it and the closest known section, added to
     `ignored` for `cpi validate`, or refused under `strict`. A misspelt `agnet` would

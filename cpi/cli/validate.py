@@ -104,7 +104,8 @@ def _open(args: argparse.Namespace, seconds: float | None) -> tuple[Any, list, A
         if args.cloud_config is not None:
             findings.append(Finding("(cloud-config)", "not checked: cpi.json names no cloud it can open", "info"))
         return None, findings + _too_short(redactor), redactor
-    return ready, cloud_config.config_findings(ready.config.ignored) + _too_short(redactor), redactor
+    found = cloud_config.config_findings(ready.config.ignored, ready.config.validation.strict)
+    return ready, found + _too_short(redactor), redactor
 
 
 def _too_short(redactor: Any) -> list:
@@ -125,7 +126,9 @@ def _cloud_config_findings(args: argparse.Namespace, ready: Any, doc: Any, secon
     from cpi.clouds.findings import Finding
     from cpi.operator import cloud_config
 
-    findings, items = cloud_config.check(doc, ready.config.cloud_class) if doc is not None else ([], [])
+    config = ready.config
+    findings, items = cloud_config.check(doc, config.cloud_class, config.validation.strict) if doc is not None \
+        else ([], [])
     missing = missing_state(ready.config) if args.online else None
     if missing:  # nothing made there yet: nothing to look up, and nothing is created to look
         findings.append(Finding("(online)", f"{missing}: nothing checked online", "info"))

@@ -83,10 +83,12 @@ def _path(prefix: str, loc: tuple) -> str:
     return text
 
 
-def model_findings(model: type[BaseModel], data: Any, prefix: str, *, partial: bool = False) -> list[Finding]:
+def model_findings(model: type[BaseModel], data: Any, prefix: str, *, partial: bool = False,
+                   strict: bool = False) -> list[Finding]:
     """What is wrong with `data` as `model`, one finding per problem. `partial`: keys the
     director merges in from elsewhere may be missing (top-level required keys are not
-    reported)."""
+    reported). `strict`: the config's validation.strict, which decides what a call does
+    with a key no model knows."""
     if not isinstance(data, dict):
         return [Finding(prefix, f"must be a mapping, not {_type_name(data)}")]
     try:
@@ -105,11 +107,11 @@ def model_findings(model: type[BaseModel], data: Any, prefix: str, *, partial: b
     for key, errs in by_path.items():
         path = key.split("\0", 1)[0]
         loc = errs[0]["loc"]
-        findings.append(Finding(path, _problem(model, loc, errs)))
+        findings.append(Finding(path, _problem(model, loc, errs, strict)))
     return findings
 
 
-def _problem(model: type[BaseModel], loc: tuple, errs: list[dict]) -> str:
+def _problem(model: type[BaseModel], loc: tuple, errs: list[dict], strict: bool) -> str:
     keys = [p for p in loc if isinstance(p, str)]
     secret = any(map(looks_secret, keys))
     first = errs[0]
@@ -124,7 +126,7 @@ def _problem(model: type[BaseModel], loc: tuple, errs: list[dict]) -> str:
                 problem += " (nothing can be set here)"
             elif len(where.model_fields) <= 8:
                 problem += f" (known: {', '.join(where.model_fields)})"
-        return problem + what_the_call_does()
+        return problem + what_the_call_does(strict)
     if first["type"] == "missing":
         return "required property missing"
     expected = [_EXPECTED[e["type"]] for e in errs if e["type"] in _EXPECTED]
@@ -164,8 +166,9 @@ def _label(entry: Any, index: int) -> str:
 
 
 class _Checker:
-    def __init__(self, cloud_class: type):
+    def __init__(self, cloud_class: type, strict: bool):
         self.cloud_class = cloud_class
+        self.strict = strict
         self.findings: list[Finding] = []
         self.items: list[Item] = []
         self.az_names: set[str] = set()
@@ -213,7 +216,7 @@ class _Checker:
             return
         model = _model_for(self.cloud_class, model_kind or kind, network_type)
         if model is not None:
-            self.findings += model_findings(model, props, props_path, partial=partial)
+            self.findings += model_findings(model, props, props_path, partial=partial, strict=self.strict)
         self.items.append(Item(kind, props_path, props, network_type))
 
     def az_refs(self, path: str, entry: dict) -> None:
@@ -325,12 +328,12 @@ class _Checker:
             self.cloud_properties("vm_type", "compilation", comp)
 
 
-def check(doc: Any, cloud_class: type) -> tuple[list[Finding], list[Item]]:
+def check(doc: Any, cloud_class: type, strict: bool = False) -> tuple[list[Finding], list[Item]]:
     """Offline findings for the cloud-config `doc`, and the cloud_properties it holds (for
-    the online checks)."""
+    the online checks); `strict`, the config's validation.strict, as what_the_call_does."""
     if not isinstance(doc, dict):
         return [Finding("(top level)", f"a cloud-config must be a YAML mapping, not {_type_name(doc)}")], []
-    checker = _Checker(cloud_class)
+    checker = _Checker(cloud_class, strict)
     for key in doc:
         if key not in SECTIONS:
             checker.add(str(key), "unknown cloud-config section" + suggest(str(key), set(SECTIONS)), "warning")
@@ -338,22 +341,21 @@ def check(doc: Any, cloud_class: type) -> tuple[list[Finding], list[Item]]:
     return checker.findings, checker.items
 
 
-def what_the_call_does() -> str:
-    """What a call does with a key no model knows, under the config just opened
-    (cpi.validation.strict, which cpi.config.build sets from the file): the same for every
-    unknown key `cpi validate` reports, in cpi.json or in the cloud-config."""
-    from cpi import validation
-
-    if validation.strict:
+def what_the_call_does(strict: bool) -> str:
+    """What a call does with a key no model knows, under the config's validation.strict
+    (cpi.config.Config.validation): the same for every unknown key `cpi validate` reports,
+    in cpi.json or in the cloud-config."""
+    if strict:
         return " (every call refuses it: validation.strict is true)"
     return " (every call ignores it, with a warning in its log)"
 
 
-def config_findings(ignored: list[Ignored]) -> list[Finding]:
+def config_findings(ignored: list[Ignored], strict: bool) -> list[Finding]:
     """cpi.json's keys that no model knows (cpi.config.Config.ignored: the very list the
     call's warnings are made from), each an error: the setting meant is not applied. Their
     paths are the warnings', after `cpi.json: ` as the clouds' online checks name cpi.json's."""
-    return [Finding(f"cpi.json: {item.path}", f"unknown property{item.hint}{what_the_call_does()}") for item in ignored]
+    return [Finding(f"cpi.json: {item.path}", f"unknown property{item.hint}{what_the_call_does(strict)}")
+            for item in ignored]
 
 
 def check_online(cloud: Cloud, items: list[Item]) -> list[Finding]:

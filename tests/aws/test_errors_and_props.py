@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from botocore import exceptions as bexc
 
-from cpi import retry, validation
+from cpi import retry
 from cpi.clouds.aws import errors
 from cpi.clouds.aws.job_config import AwsProperties, MetadataOptions
 from cpi.clouds.aws.props import (
@@ -52,10 +52,9 @@ def test_static_credentials_and_defaults():
     ({**STATIC, "max_retry": 3}, "max_retry: unknown property"),
     ({**STATIC, "metadata_options": {"http_tokens": "always"}}, "metadata_options.http_tokens"),
 ])
-def test_bad_global_properties_name_the_key(data, expected, monkeypatch):
-    monkeypatch.setattr(validation, "strict", True)  # an unknown key is otherwise left out, with a warning
-    with pytest.raises(CpiError) as err:
-        parse(AwsProperties, data, "aws properties")
+def test_bad_global_properties_name_the_key(data, expected):
+    with pytest.raises(CpiError) as err:  # strict: an unknown key is otherwise left out, with a warning
+        parse(AwsProperties, data, "aws properties", strict=True)
     assert expected in err.value.message
     assert "s3cr3t-value" not in err.value.message
 
@@ -122,10 +121,10 @@ def test_vm_type_defaults_and_errors():
     ({"advertised_routes": [{"table_id": "rtb-1", "destination": "10.0.0.3"}]}, "give its prefix length"),
     ({"advertised_routes": [{"table_id": "igw-1", "destination": "10.0.0.0/8"}]}, "advertised_routes[0].table_id"),
 ])
-def test_vm_type_combinations(cloud_properties, expected, monkeypatch):
-    monkeypatch.setattr(validation, "strict", True)  # an unknown key is otherwise left out, with a warning
-    with pytest.raises(CpiError) as err:
-        parse(VMCloudProperties, {"instance_type": "m6i.large", **cloud_properties}, "vm_type cloud_properties")
+def test_vm_type_combinations(cloud_properties, expected):
+    with pytest.raises(CpiError) as err:  # strict: an unknown key is otherwise left out, with a warning
+        parse(VMCloudProperties, {"instance_type": "m6i.large", **cloud_properties}, "vm_type cloud_properties",
+              strict=True)
     assert expected in err.value.message
 
 

@@ -12,7 +12,7 @@ import types
 import pytest
 from pydantic import ValidationError
 
-from cpi import retry, validation, waits
+from cpi import retry, waits
 from cpi.clouds.openstack import errors, flavors, networks, tags
 from cpi.clouds.openstack.disks import Disks, _hint
 from cpi.clouds.openstack.props import OpenStackProperties, VMCloudProperties
@@ -312,8 +312,7 @@ def nets(**entries) -> dict[str, Network]:
     return {name: Network.model_validate(value) for name, value in entries.items()}
 
 
-def test_network_plan(monkeypatch):
-    monkeypatch.setattr(validation, "strict", True)  # the unknown `subnet` below is otherwise left out, with a warning
+def test_network_plan():
     plan = networks.plan(nets(a={"type": "manual", "ip": "10.0.0.5", "cloud_properties": {"net_id": "n1"}},
                               v={"type": "vip", "ip": "172.24.4.9"}), props())
     assert [n.name for n in plan.networks] == ["a"] and plan.vip_name == "v" and plan.gateway.name == "a"
@@ -328,7 +327,7 @@ def test_network_plan(monkeypatch):
     ]
     for networks_in, message in bad:
         with pytest.raises((VMCreationFailed, CpiError), match=message):
-            networks.plan(networks_in, props())
+            networks.plan(networks_in, props(), strict=True)  # the unknown `subnet` is otherwise left out
     two = nets(a={"type": "manual", "ip": "10.0.0.5", "default": ["gateway"], "cloud_properties": {"net_id": "n"}},
                b={"type": "manual", "ip": "10.1.0.5", "cloud_properties": {"net_id": "m"}})
     assert networks.plan(two, props(use_dhcp=False, config_drive="cdrom")).gateway.name == "a"

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from cpi import config, validation
+from cpi import config
 from cpi.errors import CpiError
 from tests.release.support import JOB_DIR, REPO, alias_spec, job_spec, render
 from tests.support import gopatch
@@ -219,14 +219,13 @@ def test_a_secondary_openstack_cpi_switches_alone():
 
 
 @pytest.mark.parametrize(("cloud", "companions"), CASES, ids=[f"{c}+{'+'.join(x) or 'cpi'}" for c, x in CASES])
-def test_the_job_reads_the_official_jobs_properties(cloud, companions, ruby, tmp_path, monkeypatch):
+def test_the_job_reads_the_official_jobs_properties(cloud, companions, ruby, tmp_path):
     """Director and create-env alike: every property the operator set for the official job
     under `<cloud>.` is one this job declares, and the cpi.json it renders is read strictly
     (no unknown key) with the operator's values where the official CPI has them."""
     document = manifest(cloud, companions, ours=True)
     spec = alias_spec(f"{cloud}_cpi")
     prefix = PREFIX.get(cloud, cloud)
-    monkeypatch.setattr(validation, "strict", True)
     for where, properties in (("instance group", bosh_group(document)["properties"]),
                               ("cloud_provider", document["cloud_provider"]["properties"])):
         unread = sorted(name for name in leaves(properties[prefix], prefix)
@@ -251,13 +250,12 @@ def test_the_job_reads_the_official_jobs_properties(cloud, companions, ruby, tmp
                 assert built.properties.model_dump()[key] == value, key
 
 
-def test_the_local_ops_file_makes_a_director_of_bosh_yml_alone(ruby, tmp_path, monkeypatch):
+def test_the_local_ops_file_makes_a_director_of_bosh_yml_alone(ruby, tmp_path):
     document = gopatch.interpolate(gopatch.apply(load(DEPLOYMENT / "bosh.yml"), load(OPS / "local.yml")),
                                    VARIABLES, default=lambda name: f"value-of-{name}")
     assert ("cpi", "bosh-python-cpi") in [(j["name"], j["release"]) for j in bosh_group(document)["jobs"]]
     assert bosh_group(document)["properties"]["director"]["cpi_job"] == "cpi"
     assert document["cloud_provider"]["template"] == {"name": "cpi", "release": "bosh-python-cpi"}
-    monkeypatch.setattr(validation, "strict", True)
     from cpi.clouds.local.props import VMCloudProperties
 
     vms = next(pool for pool in document["resource_pools"] if pool["name"] == "vms")

@@ -15,7 +15,7 @@ import typing
 import pytest
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from cpi import config, validation
+from cpi import config
 from cpi.clouds.vsphere import job_config as job
 from cpi.clouds.vsphere import patterns
 from cpi.clouds.vsphere import props as vsphere
@@ -250,10 +250,9 @@ def test_the_job_spec_defaults():
     ({"connection_options": {"ca_cert": PEM, "ca_cert_file": "/etc/ca.pem"}}, "give ca_cert or ca_cert_file"),
     ({"plugins": {"example": {}}}, "plugins names the official CPI's Ruby plug-ins (example)"),
 ])
-def test_the_config_refuses_what_upstream_refuses(changes, expected, monkeypatch):
-    monkeypatch.setattr(validation, "strict", True)
+def test_the_config_refuses_what_upstream_refuses(changes, expected):
     with pytest.raises(CpiError) as err:
-        parse(job.VsphereProperties, minimal(**changes), "cloud.properties.vsphere")
+        parse(job.VsphereProperties, minimal(**changes), "cloud.properties.vsphere", strict=True)
     assert expected in err.value.message
 
 
@@ -315,10 +314,9 @@ def test_every_vm_type_key_validates_with_its_meaning(key):
     assert props.model_dump(mode="json")[key] == VM_TYPE[key]
 
 
-def test_a_vm_type_needs_cpu_ram_and_disk(monkeypatch):
-    monkeypatch.setattr(validation, "strict", True)
+def test_a_vm_type_needs_cpu_ram_and_disk():
     with pytest.raises(CpiError) as err:
-        parse(vsphere.VMCloudProperties, {"datastores": ["ds1"]}, "vm_type cloud_properties")
+        parse(vsphere.VMCloudProperties, {"datastores": ["ds1"]}, "vm_type cloud_properties", strict=True)
     message = err.value.message
     assert all(f"{key}: Field required" in message for key in ("cpu", "ram", "disk")), message
     props = parse(vsphere.VMCloudProperties, {"cpu": 1, "ram": 512, "disk": 1024}, "vm_type cloud_properties")
@@ -354,10 +352,10 @@ def test_a_vm_type_needs_cpu_ram_and_disk(monkeypatch):
     ({"nsxt": {"lb": {"server_pools": [{"port": 80}]}}}, "nsxt.lb.server_pools[0].name"),
     ({"storage_policy": "gold"}, "storage_policy"),
 ])
-def test_vm_type_types_as_upstream(changes, expected, monkeypatch):
-    monkeypatch.setattr(validation, "strict", True)
+def test_vm_type_types_as_upstream(changes, expected):
     with pytest.raises(CpiError) as err:
-        parse(vsphere.VMCloudProperties, {"cpu": 1, "ram": 512, "disk": 1024, **changes}, "vm_type cloud_properties")
+        parse(vsphere.VMCloudProperties, {"cpu": 1, "ram": 512, "disk": 1024, **changes}, "vm_type cloud_properties",
+              strict=True)
     assert expected in err.value.message
 
 
@@ -392,10 +390,9 @@ def test_the_disk_types_the_official_cpi_makes(disk_type):
     assert vsphere.DiskCloudProperties.model_validate({"type": disk_type}).type == disk_type
 
 
-def test_a_disk_type_refuses_what_vsphere_does_not_make(monkeypatch):
-    monkeypatch.setattr(validation, "strict", True)
+def test_a_disk_type_refuses_what_vsphere_does_not_make():
     with pytest.raises(CpiError, match="type"):
-        parse(vsphere.DiskCloudProperties, {"type": "sparse"}, "disk_type cloud_properties")
+        parse(vsphere.DiskCloudProperties, {"type": "sparse"}, "disk_type cloud_properties", strict=True)
     assert vsphere.DiskCloudProperties.model_validate({}).type is None  # the global default_disk_type then
 
 
@@ -408,17 +405,16 @@ def test_the_network_key():
 # ---------------------------------------------------------------- unknown keys, as on the other clouds
 
 
-def test_an_unknown_key_is_left_out_with_a_warning_and_refused_when_strict(caplog, monkeypatch):
-    monkeypatch.setattr(validation, "strict", False)
+def test_an_unknown_key_is_left_out_with_a_warning_and_refused_when_strict(caplog):
     with caplog.at_level("WARNING", logger="cpi.validation"):
         props = parse(vsphere.VMCloudProperties, {"cpu": 1, "ram": 512, "disk": 1024, "datastore": ["x"],
                                                   "instance_type": "m5.large"}, "vm_type cloud_properties")
     assert props.datastores is None
     assert "vm_type cloud_properties.datastore: unknown property ignored, did you mean datastores?" in caplog.text
     assert "vm_type cloud_properties.instance_type: unknown property ignored" in caplog.text
-    monkeypatch.setattr(validation, "strict", True)
     with pytest.raises(CpiError, match="datastore: unknown property"):
-        parse(vsphere.VMCloudProperties, {"cpu": 1, "ram": 512, "disk": 1024, "datastore": ["x"]}, "vm_type")
+        parse(vsphere.VMCloudProperties, {"cpu": 1, "ram": 512, "disk": 1024, "datastore": ["x"]}, "vm_type",
+              strict=True)
 
 
 class _StandIn:
@@ -437,7 +433,6 @@ def stand_in(monkeypatch):
     import cpi.clouds
 
     monkeypatch.setattr(cpi.clouds, "load_cloud", lambda name: _StandIn)
-    monkeypatch.setattr(validation, "strict", False)  # build sets it from the file: restored after
 
 
 def build(section_: dict, context: dict | None = None, **properties: typing.Any) -> config.Config:
@@ -534,8 +529,7 @@ def test_the_official_cpi_json_s_secrets_are_masked():
     assert "administrator@vsphere.local" in shown
 
 
-def test_a_bad_password_s_value_is_never_in_the_error(monkeypatch):
-    monkeypatch.setattr(validation, "strict", True)
+def test_a_bad_password_s_value_is_never_in_the_error():
     with pytest.raises(CpiError) as err:
-        parse(job.VsphereProperties, minimal(password=12345678), "cloud.properties.vsphere")
+        parse(job.VsphereProperties, minimal(password=12345678), "cloud.properties.vsphere", strict=True)
     assert "password" in err.value.message and "12345678" not in err.value.message

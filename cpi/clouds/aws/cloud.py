@@ -115,12 +115,12 @@ class AwsCloud(PartsCloud["Aws"]):
     def disks(self) -> Disks:
         from .disks import Disks
 
-        return Disks(self.session, self.properties, self.context.director_uuid)
+        return Disks(self.session, self.properties, self.context)
 
     def stemcells(self) -> Stemcells:
         from .stemcells import Stemcells
 
-        return Stemcells(self.session, self.properties)
+        return Stemcells(self.session, self.properties, self.context)
 
     # -- the operator's side (read-only)
     @boundary

@@ -30,7 +30,7 @@ from cpi.errors import (
     VMNotFound,
 )
 from cpi.locks import locked
-from cpi.models import gib, snapshot_tags
+from cpi.models import CallContext, gib, snapshot_tags
 from cpi.validation import parse
 
 from . import errors, ids, lookups, tags
@@ -53,17 +53,18 @@ _CANNOT_MODIFY = ("VolumeModificationRateExceeded", "IncorrectModificationState"
 
 
 class Disks:
-    def __init__(self, aws: Aws, properties: AwsProperties, director_uuid: str | None = None):
+    def __init__(self, aws: Aws, properties: AwsProperties, context: CallContext):
         self.aws = aws
         self.properties = properties
-        self.director_uuid = director_uuid  # tagged on what create makes, so `cpi orphans` finds it
+        self.context = context
+        self.director_uuid = context.director_uuid  # tagged on what create makes, so `cpi orphans` finds it
 
     # ------------------------------------------------------------ create / delete
 
     def create(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
         if vm_cid is not None:
             ids.instance(vm_cid)
-        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
+        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties", strict=self.context.strict)
         if vm_cid is not None:
             zone = lookups.instance(self.aws, vm_cid)["Placement"]["AvailabilityZone"]
         else:
@@ -152,7 +153,7 @@ class Disks:
         """In place where EBS can (size up, type, IOPS, throughput: ModifyVolume);
         NotSupported where it cannot (shrinking, encryption), so the director copies."""
         ids.volume(disk_cid)
-        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
+        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties", strict=self.context.strict)
         volume = lookups.volume(self.aws, disk_cid)
         encrypted = self.properties.encrypted if props.encrypted is None else props.encrypted
         if bool(volume.get("Encrypted")) != encrypted:

@@ -95,7 +95,7 @@ class NetworkPlan:
         return len(self.groups) > 1
 
 
-def plan(networks: dict[str, Network]) -> NetworkPlan:
+def plan(networks: dict[str, Network], *, strict: bool) -> NetworkPlan:
     manual = [(name, net) for name, net in networks.items() if net.type == "manual"]
     dynamic = [(name, net) for name, net in networks.items() if net.type == "dynamic"]
     vips = [(name, net) for name, net in networks.items() if net.type == "vip"]
@@ -108,7 +108,8 @@ def plan(networks: dict[str, Network]) -> NetworkPlan:
     if len(vips) > 1:
         raise VMCreationFailed(
             f"at most one vip network (Elastic IP) per VM; got {', '.join(n for n, _ in vips)}", ok_to_retry=False)
-    properties = {name: parse(NetworkCloudProperties, net.cloud_properties, f"network '{name}' cloud_properties")
+    properties = {name: parse(NetworkCloudProperties, net.cloud_properties, f"network '{name}' cloud_properties",
+                               strict=strict)
                   for name, net in [*manual, *dynamic]}
     grouped: dict[str, list[tuple[str, Network]]] = {}
     for name, net in manual:
@@ -119,7 +120,8 @@ def plan(networks: dict[str, Network]) -> NetworkPlan:
     found = NetworkPlan(groups=groups, properties=properties)
     if vips:
         found.vip_name, found.vip = vips[0]
-        parse(VipCloudProperties, found.vip.cloud_properties, f"network '{found.vip_name}' cloud_properties")
+        parse(VipCloudProperties, found.vip.cloud_properties, f"network '{found.vip_name}' cloud_properties",
+              strict=strict)
         if not found.vip.ip:
             raise VMCreationFailed(f"vip network '{found.vip_name}' has no ip (the Elastic IP)", ok_to_retry=False)
         found.vip_device_index = _vip_index(found.vip, found.vip_name, groups)

@@ -26,7 +26,7 @@ from typing import IO, Any
 from cpi import waits
 from cpi.cids import StemcellCid
 from cpi.errors import CloudError
-from cpi.models import gib
+from cpi.models import CallContext, gib
 from cpi.validation import parse
 
 from . import errors, ids, lookups, tags
@@ -52,12 +52,14 @@ LIGHT_SUFFIX = " light"
 
 
 class Stemcells:
-    def __init__(self, aws: Aws, properties: AwsProperties):
+    def __init__(self, aws: Aws, properties: AwsProperties, context: CallContext):
         self.aws = aws
         self.properties = properties
+        self.context = context
 
     def create(self, image_path: str, cloud_properties: dict, stemcell_tags: dict[str, str]) -> StemcellCid:
-        props = parse(StemcellCloudProperties, cloud_properties, "stemcell cloud_properties")
+        props = parse(StemcellCloudProperties, cloud_properties, "stemcell cloud_properties",
+                      strict=self.context.strict)
         if props.unknown_keys:
             log.info("stemcell cloud_properties not used by the aws cloud: %s", ", ".join(props.unknown_keys))
         wanted_tags = self._tags(props, stemcell_tags)

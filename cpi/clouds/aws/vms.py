@@ -62,9 +62,9 @@ class Vms:
 
     def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, networks: dict[str, Network],
                disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
-        props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
+        props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties", strict=self.context.strict)
         self._check_stemcell_api_version()
-        plan = nics.plan(networks)
+        plan = nics.plan(networks, strict=self.context.strict)
         if disk_cids:
             log.info("disk locality hint %s: the VM goes in the AZ of its subnet", ", ".join(disk_cids))
         image = self._image(stemcell_cid)

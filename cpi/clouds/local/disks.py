@@ -50,7 +50,8 @@ class Disks:
 
     def create(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> str:
         session = self.session
-        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
+        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties",
+                      strict=session.context.strict)
         if vm_cid is not None:
             self.vms.require(vm_cid)  # locality: the VM must exist, as on a real IaaS
         disk_cid = DiskCid(self.store.new_cid(DiskRecord))
@@ -82,7 +83,8 @@ class Disks:
     def update(self, disk_cid: DiskCid, new_size: int, cloud_properties: dict) -> str | None:
         """In place: grow the file, reserve its blocks when the new type is preallocated,
         and record the new properties (no copy: a reader sees the same bytes)."""
-        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
+        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties",
+                      strict=self.session.context.strict)
         with self.session.lock(disk_cid):
             record = self.require(disk_cid)
             self._resize(record, new_size, props.type == "preallocated")

@@ -56,7 +56,7 @@ class Vms:
     def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, networks: dict[str, Network],
                disk_cids: Sequence[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
         session = self.session
-        props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
+        props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties", strict=session.context.strict)
         if self.store.load(StemcellRecord, stemcell_cid) is None:
             raise VMCreationFailed(f"stemcell '{stemcell_cid}' not found", ok_to_retry=False)
         wanted_ips = _wanted_ips(networks)

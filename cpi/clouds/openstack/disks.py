@@ -88,7 +88,8 @@ class Disks:
     # ------------------------------------------------------------ create / delete
 
     def create(self, size: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
-        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
+        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties",
+                      strict=self.vms.context.strict)
         volume: dict[str, Any] = {
             "size": gib(size),
             "name": props.name or f"volume-{uuid.uuid4()}",

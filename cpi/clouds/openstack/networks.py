@@ -67,8 +67,9 @@ class NetworkPlan:
         return groups
 
 
-def plan(networks: dict[str, Network], properties: OpenStackProperties) -> NetworkPlan:
-    """Check the networks a create_vm asks for and say what each becomes."""
+def plan(networks: dict[str, Network], properties: OpenStackProperties, *, strict: bool = False) -> NetworkPlan:
+    """Check the networks a create_vm asks for and say what each becomes (`strict`: the
+    call's CallContext.strict, for a key no model knows)."""
     result = NetworkPlan()
     dynamic = 0
     for name, network in networks.items():
@@ -77,12 +78,13 @@ def plan(networks: dict[str, Network], properties: OpenStackProperties) -> Netwo
                 raise VMCreationFailed(
                     f"at most one vip network (floating IP) per VM; got {result.vip_name} and {name}", ok_to_retry=False
                 )
-            parse(VipCloudProperties, network.cloud_properties, f"network '{name}' cloud_properties")
+            parse(VipCloudProperties, network.cloud_properties, f"network '{name}' cloud_properties", strict=strict)
             if not network.ip:
                 raise VMCreationFailed(f"vip network '{name}' has no ip (the floating IP)", ok_to_retry=False)
             result.vip_name, result.vip = name, network
             continue
-        props = parse(NetworkCloudProperties, network.cloud_properties, f"network '{name}' cloud_properties")
+        props = parse(NetworkCloudProperties, network.cloud_properties, f"network '{name}' cloud_properties",
+                      strict=strict)
         if network.type == "manual":
             if not props.net_id:
                 raise VMCreationFailed(f"manual network '{name}' needs cloud_properties.net_id", ok_to_retry=False)

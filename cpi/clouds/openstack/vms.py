@@ -83,7 +83,7 @@ class Vms:
 
     def create(self, agent_id: AgentId, stemcell_cid: StemcellCid, cloud_properties: dict, nets: dict[str, Network],
                disk_cids: list[DiskCid], env: dict) -> tuple[VmCid, dict[str, Any]]:
-        props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
+        props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties", strict=self.context.strict)
         if self.properties.use_nova_networking:
             raise VMCreationFailed("use_nova_networking: Nova networking is gone from OpenStack (removed in Rocky); "
                                    "this CPI creates ports with Neutron: remove the key", ok_to_retry=False)
@@ -93,7 +93,7 @@ class Vms:
                 "from zone to zone)",
                 ok_to_retry=False,
             )
-        plan = networks.plan(nets, self.properties)
+        plan = networks.plan(nets, self.properties, strict=self.context.strict)
         if self.context.stemcell_api_version < 2:
             log.warning("stemcell API version %d: this CPI runs no registry; the agent gets its full settings in "
                         "user_data (stemcells of API version 2 and later read them there)",

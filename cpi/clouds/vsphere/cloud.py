@@ -115,7 +115,7 @@ class VsphereCloud(PartsCloud["Session"]):
     def disks(self) -> Disks:
         from .vms.disks import Disks
 
-        return Disks(self.session, self.place, self.vms())
+        return Disks(self.session, self.place, self.vms(), self.context)
 
     def stemcells(self) -> Stemcells:
         from .stemcells import Stemcells
@@ -163,7 +163,7 @@ class VsphereCloud(PartsCloud["Session"]):
                                "as with the official CPI")
         made = client_for(self.properties, Channel(self.context.plan))
         assert made is not None
-        return Networks(made)
+        return Networks(made, strict=self.context.strict)
 
     @boundary
     def create_network(self, network_definition: dict) -> list:

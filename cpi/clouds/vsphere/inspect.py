@@ -35,6 +35,8 @@ from .props import PASSTHROUGH_KEYS, NsxtLoadBalancer, NsxtVmProperties, VMCloud
 if TYPE_CHECKING:
     from typing import Protocol
 
+    from cpi.models import CallContext
+
     from .job_config import VsphereProperties
     from .placement.place import Place
     from .vcenter.session import Session
@@ -51,6 +53,9 @@ if TYPE_CHECKING:
 
         @property
         def place(self) -> Place: ...
+
+        @property
+        def context(self) -> CallContext: ...
 
 SPEC = {"vm": {"datastores": "datastore"}, "network": {"name": "network"}, "disk_type": {"datastores": "datastore"}}
 CONFIG = "cpi.json: cloud.properties.vsphere.datacenters[0]"
@@ -139,7 +144,7 @@ def _passthrough(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
     against the hosts of its clusters as create_vm would (one request per cluster, one for
     their hosts)."""
     findings = []
-    for item, props in _asking(items, PASSTHROUGH_KEYS):
+    for item, props in _asking(items, PASSTHROUGH_KEYS, cloud.context.strict):
         if not props.asks_passthrough:
             continue
         try:
@@ -150,7 +155,7 @@ def _passthrough(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
     return findings
 
 
-def _asking(items: list[Item], keys: tuple[str, ...]) -> Iterator[tuple[Item, VMCloudProperties]]:
+def _asking(items: list[Item], keys: tuple[str, ...], strict: bool) -> Iterator[tuple[Item, VMCloudProperties]]:
     """The vm_types, extensions and AZs that set any of `keys`, read as create_vm reads its
     cloud_properties (an extension or an AZ has no sizes of its own: only `keys` matter here);
     those whose cloud_properties are wrong are left to the offline check, which names why."""
@@ -158,7 +163,8 @@ def _asking(items: list[Item], keys: tuple[str, ...]) -> Iterator[tuple[Item, VM
         if item.kind not in VM_KINDS or all(item.properties.get(key) is None for key in keys):
             continue
         try:
-            props = parse(VMCloudProperties, {"cpu": 1, "ram": 1, "disk": 1, **item.properties}, item.path)
+            props = parse(VMCloudProperties, {"cpu": 1, "ram": 1, "disk": 1, **item.properties}, item.path,
+                          strict=strict)
         except CpiError:
             continue
         yield item, props
@@ -168,7 +174,7 @@ def _nsx(cloud: VsphereCloud, items: list[Item]) -> list[Finding]:
     """What create_vm's NSX lookups would refuse of each vm_type, extension or AZ: the NSX-T
     groups and server pools of its `nsxt`, the NSX-V edges and pools of its `nsx.lbs`, or an
     `nsxt`/`nsx` cpi.json names no manager for."""
-    asking = list(_asking(items, ("nsxt", "nsx")))
+    asking = list(_asking(items, ("nsxt", "nsx"), cloud.context.strict))
     if not asking:
         return []
     properties, session = cloud.properties, cloud.session  # the vCenter's login, made first

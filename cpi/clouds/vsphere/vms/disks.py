@@ -49,6 +49,8 @@ from ..vcenter import tasks
 from . import devices, records
 
 if TYPE_CHECKING:
+    from cpi.models import CallContext
+
     from ..vcenter.session import Session
     from .existing import ExistingVms
 
@@ -90,8 +92,9 @@ class Found:
 
 
 class Disks:
-    def __init__(self, session: Session, place: Place, vms: ExistingVms) -> None:
+    def __init__(self, session: Session, place: Place, vms: ExistingVms, context: CallContext) -> None:
         self.session = session
+        self.context = context
         self.place = place
         self.properties = place.properties
         self.vms = vms
@@ -163,7 +166,7 @@ class Disks:
     def create(self, size_mib: int, cloud_properties: dict, vm_cid: VmCid | None) -> DiskCid:
         from pyVmomi import vim
 
-        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
+        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties", strict=self.context.strict)
         pattern, what = self.place.storage(props.datastores, persistent=True)
         if vm_cid:
             vm = self.vms.require(vm_cid)
@@ -341,7 +344,7 @@ class Disks:
     def update(self, raw: DiskCid, new_mib: int, cloud_properties: dict) -> None:
         """update_disk: grown in place; a change of provisioning is not something vSphere
         does in place (NotSupported: the director then copies the data to a new disk)."""
-        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties")
+        props = parse(DiskCloudProperties, cloud_properties, "disk_type cloud_properties", strict=self.context.strict)
         found = self.require(raw)
         if props.type and props.type != self.properties.default_disk_type:
             raise NotSupported(f"update_disk: vSphere cannot turn disk '{raw}' into a {props.type} disk in place")

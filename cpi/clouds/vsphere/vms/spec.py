@@ -21,7 +21,7 @@ from ..nsx import nsxt_refusal
 from ..props import NetworkCloudProperties, VMCloudProperties
 
 if TYPE_CHECKING:
-    from cpi.models import Network
+    from cpi.models import CallContext, Network
 
     from ..job_config import VsphereProperties
 
@@ -52,12 +52,12 @@ class VmSpec:
         return self.props.disk + (0 if self.reserve_all_memory else self.props.ram)
 
     @classmethod
-    def decide(cls, properties: VsphereProperties, director_uuid: str | None, agent_id: AgentId,
+    def decide(cls, properties: VsphereProperties, context: CallContext, agent_id: AgentId,
                stemcell_cid: StemcellCid, cloud_properties: dict[str, Any], nets: dict[str, Network],
                env: dict[str, Any]) -> VmSpec:
         """The spec, or a CpiError (VMCreationFailed) for a vm_type or network create_vm cannot
         make a VM of, before anything is made."""
-        props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties")
+        props = parse(VMCloudProperties, cloud_properties, "vm_type cloud_properties", strict=context.strict)
         if props.nsxt:
             refused = nsxt_refusal(properties)
             if refused:
@@ -72,10 +72,10 @@ class VmSpec:
                                        "put the NIC on", ok_to_retry=False)
             # typed as AWS's and OpenStack's are: a bad value fails here (CpiError), before anything is made
             network_props.append(parse(NetworkCloudProperties, net.cloud_properties,
-                                       f"network '{name}' cloud_properties"))
+                                       f"network '{name}' cloud_properties", strict=context.strict))
         origin: dict[str, str] = {ORIGIN_KEYS["agent_id"]: agent_id}
-        if director_uuid:
-            origin[ORIGIN_KEYS["director_uuid"]] = director_uuid
+        if context.director_uuid:
+            origin[ORIGIN_KEYS["director_uuid"]] = context.director_uuid
         return cls(agent_id=agent_id, stemcell_cid=stemcell_cid, vm_cid=_name(properties, env), props=props,
                    networks=nets, network_props=tuple(network_props), env=env, origin=origin,
                    vmx_options={**properties.vmx_options, **(props.vmx_options or {})},

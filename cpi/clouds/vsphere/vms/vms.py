@@ -59,7 +59,7 @@ class Vms(ExistingVms):
         if disk_cids:
             log.info("disk locality hint %s: the VM goes where its vm_type says; attach_disk moves a disk its "
                      "host cannot reach", ", ".join(disk_cids))
-        spec = VmSpec.decide(self.properties, self.context.director_uuid, agent_id, stemcell_cid, cloud_properties,
+        spec = VmSpec.decide(self.properties, self.context, agent_id, stemcell_cid, cloud_properties,
                              nets, env)
         props, vm_cid = spec.props, spec.vm_cid
         tag_ids = self._tags(props)

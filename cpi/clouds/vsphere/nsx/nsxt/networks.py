@@ -33,14 +33,15 @@ SUBNET_TAG = "bosh_cpi_subnet_id"
 DEFAULT_NETMASK_BITS = 24
 
 
-def _parse(definition: dict[str, Any]) -> tuple[ManagedNetworkCloudProperties, str | None, str | None, int]:
+def _parse(definition: dict[str, Any], *,
+           strict: bool) -> tuple[ManagedNetworkCloudProperties, str | None, str | None, int]:
     """(cloud_properties, range, gateway, prefix length) of a network definition; CloudError
     for one that cannot be made."""
     raw = definition.get("cloud_properties")
     if not isinstance(raw, dict) or not raw:
         raise CloudError("create_network: the network definition needs cloud_properties (t0_router_id, "
                          "transport_zone_id, ...)")
-    props = parse(ManagedNetworkCloudProperties, raw, "network cloud_properties")
+    props = parse(ManagedNetworkCloudProperties, raw, "network cloud_properties", strict=strict)
     given_range, gateway = definition.get("range") or None, definition.get("gateway") or None
     if given_range is not None:
         if gateway is None:
@@ -68,8 +69,9 @@ def _parse(definition: dict[str, Any]) -> tuple[ManagedNetworkCloudProperties, s
 class Networks:
     """Managed networks of one NSX-T manager."""
 
-    def __init__(self, client: Client):
+    def __init__(self, client: Client, *, strict: bool):
         self.client = client
+        self.strict = strict  # the call's CallContext.strict, for a key no model knows
 
     def _get(self, path: str) -> Any:
         return self.client.call("GET", API + path)
@@ -85,7 +87,7 @@ class Networks:
     # ------------------------------------------------------------ create_network
 
     def create(self, definition: dict[str, Any]) -> list[Any]:
-        props, given_range, gateway, prefix = _parse(definition)
+        props, given_range, gateway, prefix = _parse(definition, strict=self.strict)
         t0 = self._get(f"/logical-routers/{props.t0_router_id}")
         if t0 is None:
             raise CloudError(f"create_network: NSX-T has no logical router {props.t0_router_id} (t0_router_id)")
