@@ -360,6 +360,29 @@ def unreached(exc: BaseException) -> Verdict | None:
     return Verdict(Kind.PERMANENT if failed.tls else Kind.UNREACHABLE, failed.reason, unopened=True)
 
 
+@dataclass(frozen=True)
+class Account:
+    """How the requests of one account are retried, from its config: the time `budget`
+    (retry_budget_seconds), the attempts (max_retries + 1, the official CPIs' count) and
+    `tls_setting`, the cpi.json setting of the CA that an endpoint whose TLS handshake
+    fails is told to check. AWS and OpenStack differ only in these and in how they name an
+    endpoint, so both retry through `call` here."""
+
+    budget: float
+    max_attempts: int
+    tls_setting: str
+
+    def call(self, fn: Callable[[], T], *, classify: Classifier, what: str, endpoint: str, setting: str,
+             shared: str, service: str, budget: float | None = None) -> T:
+        """`fn()` under cpi.retry with this account's budget (or `budget`, a request's own)
+        and attempts, its rate shared as `shared`; an `endpoint` that cannot be reached
+        leaves as one CloudError naming it and `setting`, the cpi.json key that chose it."""
+        return call(fn, classify=classify, what=what, budget=self.budget if budget is None else budget,
+                    max_attempts=self.max_attempts, shared=shared, peer=endpoint, service=service,
+                    unreachable=lambda verdict: unreached_error(verdict, what=what, endpoint=endpoint,
+                                                                setting=setting, tls_setting=self.tls_setting))
+
+
 def unreached_error(verdict: Verdict, *, what: str, endpoint: str, setting: str, tls_setting: str) -> CloudError:
     """The one error of a call whose endpoint could not be reached: which endpoint, why,
     and the cpi.json setting that names it (`tls_setting`, the CA's, for a TLS failure).

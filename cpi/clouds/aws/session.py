@@ -376,25 +376,22 @@ class Aws:
             method = getattr(full, name)
         return method
 
+    @property
+    def account(self) -> retry.Account:
+        """How this account's requests are retried, from its properties as they are now."""
+        return retry.Account(self.properties.retry_budget_seconds, self.properties.max_retries + 1,
+                             tls_setting="aws.ca_cert_file (or aws.connection_options.ca_cert)")
+
     def retrying(self, send: Callable[[], T], client: Any, service: str, operation: str, *, idempotent: bool,
                  budget: float | None = None, also: Callable[[str], bool] | None = None) -> T:
         """`send()` under cpi.retry, with this account's retry settings and shared backoff; an
         endpoint that cannot be reached leaves as one CloudError naming it and its setting."""
-        what = f"{service}:{operation}"
-        return retry.call(
-            send,
-            classify=errors.classifier(idempotent=idempotent, also=also),
-            what=what,
-            budget=self.properties.retry_budget_seconds if budget is None else budget,
-            max_attempts=self.properties.max_retries + 1,
-            # EC2 throttles per account, region and API: so do the CPI processes on this host
-            shared=f"aws-{service}-{self.properties.signing_region}-{backoff.endpoint_key(client.meta.endpoint_url)}",
-            unreachable=lambda verdict: retry.unreached_error(
-                verdict, what=what, endpoint=client.meta.endpoint_url, setting=self.endpoint_setting(service),
-                tls_setting="aws.ca_cert_file (or aws.connection_options.ca_cert)"),
-            peer=client.meta.endpoint_url,
-            service=service,
-        )
+        endpoint = client.meta.endpoint_url
+        # EC2 throttles per account, region and API: so do the CPI processes on this host
+        shared = f"aws-{service}-{self.properties.signing_region}-{backoff.endpoint_key(endpoint)}"
+        return self.account.call(send, classify=errors.classifier(idempotent=idempotent, also=also),
+                                 what=f"{service}:{operation}", endpoint=endpoint,
+                                 setting=self.endpoint_setting(service), shared=shared, service=service, budget=budget)
 
     def endpoint_setting(self, service: str) -> str:
         """The cpi.json setting that chose `service`'s endpoint: its `*_endpoint`, or the region

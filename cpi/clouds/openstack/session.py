@@ -251,6 +251,12 @@ class OpenStack:
 
     # ------------------------------------------------------------ requests
 
+    @property
+    def account(self) -> retry.Account:
+        """How this account's requests are retried, from its properties as they are now."""
+        return retry.Account(self.properties.retry_budget_seconds, self.properties.max_retries + 1,
+                             tls_setting="openstack.ca_cert (or connection_options.ca_cert)")
+
     def _call_with_retry(self, fn: Callable[[], Any], what: str, *, idempotent: bool, budget: float | None = None,
                          also: Callable[[errors.ApiError], bool] | None = None, service: str = "identity",
                          endpoint: str | None = None) -> Any:
@@ -258,19 +264,10 @@ class OpenStack:
         naming it and the setting that chose it."""
         # Keystone's token, or (endpoint unknown yet) a catalog endpoint being discovered
         reached = service if endpoint else "identity" if what == "keystone token" else what.split(" ", 1)[0]
-        return retry.call(
-            fn,
-            classify=errors.classifier(idempotent=idempotent, also=also),
-            what=what,
-            budget=self.properties.retry_budget_seconds if budget is None else budget,
-            max_attempts=self.properties.max_retries + 1,
-            shared=_shared_key(service, endpoint or self.properties.auth_url),
-            unreachable=lambda verdict: retry.unreached_error(
-                verdict, what=what, endpoint=endpoint or self._endpoint_of(reached), setting=self._setting_of(reached),
-                tls_setting="openstack.ca_cert (or connection_options.ca_cert)"),
-            peer=endpoint or self._endpoint_of(reached),
-            service=service if endpoint else reached,
-        )
+        return self.account.call(fn, classify=errors.classifier(idempotent=idempotent, also=also), what=what,
+                                 endpoint=endpoint or self._endpoint_of(reached), setting=self._setting_of(reached),
+                                 shared=_shared_key(service, endpoint or self.properties.auth_url),
+                                 service=service if endpoint else reached, budget=budget)
 
     def _endpoint_of(self, service: str) -> str:
         if service == "identity":
