@@ -16,8 +16,6 @@ lines that must behave otherwise in a plan ask the channel (`until`, `record`).
 
 from __future__ import annotations
 
-import logging
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -77,8 +75,7 @@ class Channel:
         wait. The wait's log is the calling module's, as with waits.until itself."""
         from cpi import waits
 
-        kwargs.setdefault("log", logging.getLogger(sys._getframe(1).f_globals.get("__name__", __name__)))
-        return waits.until(check, what=what, timeout=timeout, plan=self.plan, **kwargs)
+        return waits.until(check, what=what, timeout=timeout, plan=self.plan, stacklevel=2, **kwargs)
 
     def record(self, action: str, resource_id: Any, changes: dict[str, Any] | None = None, **extra: Any) -> None:
         """cpi.audit.record under the call's plan: a planned call's line goes to the plan."""

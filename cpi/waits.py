@@ -82,20 +82,22 @@ def until(
     check_first: bool = False,
     history: transitions.History | None = None,
     plan: Plan | None = None,
+    stacklevel: int = 1,
 ) -> T | None:
     """Look with `check` until it reports done and return its `value`; WaitTimeout after
     `timeout` seconds.
 
     `what` names the wait in the log and the error ("instance i-1 to be running").
     `setting` names the property `timeout` comes from ("state_timeout"), for the error.
-    `log` defaults to the logger of the calling module. With `check_first` the first look
+    `log` defaults to the logger of the calling module (`stacklevel` frames up, as
+    warnings.warn counts them: 2 for a wrapper's caller). With `check_first` the first look
     is immediate (the state may already be reached); otherwise it comes after the
     schedule's first pause. With `history` (cpi.transitions), the pauses follow how long
     this kind of transition took lately, and this one's duration is added to it. With `plan`
     (the call's, cpi.plan; a session's channel passes it) nothing is waited for: the plan
     notes the wait."""
     if log is None:
-        log = logging.getLogger(sys._getframe(1).f_globals.get("__name__", __name__))
+        log = logging.getLogger(sys._getframe(stacklevel).f_globals.get("__name__", __name__))
     if plan is not None:  # a plan changes nothing, so there is nothing to wait for
         plan.wait(what, timeout)
         log.info("plan: the call would wait for %s (at most %.0fs)", what, timeout)
