@@ -284,8 +284,8 @@ def test_the_helper_exits_when_idle(tmp_path):
 
 def test_the_helper_preloads_every_clouds_sdk_without_connecting_or_starting_anything(tmp_path):
     """What the helper does before it forks (cpi.warm.boot.warm_up): the SDKs a warm AWS or
-    OpenStack call would otherwise import (most of such a call's time, bench/calls.py), and
-    a plugin cloud named by the call that started it; but no thread, socket or file is
+    OpenStack call would otherwise import (most of such a call's time, bench/calls.py), a
+    plugin cloud named by the call that started it, and every model's validator; but no thread, socket or file is
     left open for the workers to share, and no credential is looked up (HOME points where
     an AWS config would be read)."""
     home = tmp_path / "home"
@@ -295,7 +295,11 @@ def test_the_helper_preloads_every_clouds_sdk_without_connecting_or_starting_any
             "boot.warm_up(['aws'])\n"
             "paths = [f'/proc/self/fd/{fd}' for fd in os.listdir('/proc/self/fd') if int(fd) > 2]\n"
             "fds = sorted(os.readlink(p) for p in paths if os.path.lexists(p))  # the listing's own fd is gone\n"
-            "print(json.dumps({'threads': threading.active_count(), 'fds': fds,\n"
+            "from pydantic import BaseModel\n"
+            "deferred = [f'{n}.{v.__qualname__}' for n, m in list(sys.modules.items()) if n.startswith('cpi.')\n"
+            "            for v in vars(m).values() if isinstance(v, type) and issubclass(v, BaseModel)\n"
+            "            and v.__module__ == n and not v.__pydantic_complete__]\n"
+            "print(json.dumps({'threads': threading.active_count(), 'fds': fds, 'deferred': deferred,\n"
             "                  'modules': [m for m in ('botocore.client', 'openstack.connection',\n"
             "                              'keystoneauth1.session', 'requests', 'redis') if m in sys.modules]}))")
     out = subprocess.run([str(PYTHON), "-I", "-S", "-c", code, str(ROOT)], capture_output=True, text=True,
@@ -305,6 +309,8 @@ def test_the_helper_preloads_every_clouds_sdk_without_connecting_or_starting_any
     assert state["modules"] == ["botocore.client", "openstack.connection", "keystoneauth1.session", "requests", "redis"]
     assert state["threads"] == 1
     assert [fd for fd in state["fds"] if not fd.startswith("/proc/")] == [], state["fds"]
+    # the validators the models defer for a cold call are built once here, not in each worker
+    assert state["deferred"] == [], state["deferred"]
 
 
 def _children(pid: int) -> list[int]:
