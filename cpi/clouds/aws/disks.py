@@ -56,8 +56,7 @@ class Disks:
     def __init__(self, aws: Aws, properties: AwsProperties, context: CallContext):
         self.aws = aws
         self.properties = properties
-        self.context = context
-        self.director_uuid = context.director_uuid  # tagged on what create makes, so `cpi orphans` finds it
+        self.context = context  # its director_uuid is tagged on what create makes, so `cpi orphans` finds it
 
     # ------------------------------------------------------------ create / delete
 
@@ -85,7 +84,8 @@ class Disks:
             kms = props.kms_key_arn or self.properties.kms_key_arn
             if kms:
                 params["KmsKeyId"] = kms
-        origin = {"director_uuid": self.director_uuid} if self.director_uuid else {}
+        director_uuid = self.context.director_uuid
+        origin = {"director_uuid": director_uuid} if director_uuid else {}
         wanted = tags.clean({**origin, **props.tags, **({"Name": props.name} if props.name else {})})
         specs = tags.specifications(wanted, ("volume",))
         if specs:

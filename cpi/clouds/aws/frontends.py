@@ -49,16 +49,15 @@ def associate_elastic_ip(aws: Aws, vm_cid: VmCid, plan: NetworkPlan, interfaces:
         params["PublicIp"] = ip
     if address.get("InstanceId") and address["InstanceId"] != vm_cid:
         log.info("Elastic IP %s moves from %s to %s", ip, address["InstanceId"], vm_cid)
-    aws.ec2("AssociateAddress", budget=60.0,
-                 also=lambda c: c in ("InvalidInstanceID", "IncorrectInstanceState"),
-                 **params)
+    aws.ec2("AssociateAddress", budget=60.0, also=lambda c: c in ("InvalidInstanceID", "IncorrectInstanceState"),
+            **params)
     log.info("associated Elastic IP %s with %s", ip, vm_cid)
 
 
 def register_load_balancers(aws: Aws, vm_cid: VmCid, props: VMCloudProperties) -> None:
     for name in props.elbs:
         aws.call("elb", "RegisterInstancesWithLoadBalancer", LoadBalancerName=name,
-                      Instances=[{"InstanceId": vm_cid}])
+                 Instances=[{"InstanceId": vm_cid}])
         log.info("registered %s with classic load balancer %s", vm_cid, name)
     if not props.lb_target_groups:
         return

@@ -14,7 +14,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from cpi.channel import Channel
 from cpi.locks import collect_stale, locked
@@ -22,6 +22,9 @@ from cpi.models import AgentConfig, CallContext
 
 from .props import LocalProperties
 from .store import Store
+
+if TYPE_CHECKING:
+    from cpi.plan import Plan
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,16 +36,20 @@ class Session:
         self.agent = agent
         self.context = context
         self.log = log
-        #: the call's plan (cpi.plan: `cpi plan`'s; None for a real call), and the audit
-        #: trail's way in under it (cpi.channel): the state dir is this cloud's only peer
-        self.plan = context.plan
-        self.channel = Channel(self.plan)
+        #: the audit trail's way in under the call's plan (cpi.channel): the state dir is
+        #: this cloud's only peer
+        self.channel = Channel(context.plan)
         if self.plan is not None:
             from .planned import PlannedStore  # only a plan needs it: not on bin/cpi's start-up path
 
             self.store: Store = PlannedStore(properties.state_dir, self.plan)
         else:
             self.store = Store(properties.state_dir)
+
+    @property
+    def plan(self) -> Plan | None:
+        """The call's plan (cpi.plan: `cpi plan`'s; None for a real call)."""
+        return self.context.plan
 
     def effect(self, what: str) -> bool:
         """Whether to do file or process work now: in plan mode (cpi.plan) it is only logged."""
