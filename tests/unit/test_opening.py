@@ -46,8 +46,10 @@ def test_a_plan_reaches_the_cloud_only_from_cpi_plan_never_from_the_request(tmp_
     planned = plan.Plan()
     cloud = opening.open_cloud(local(tmp_path), {}, planned).cloud
     assert cloud.context.plan is planned and cloud.session.channel.plan is planned
-    forged = opening.open_cloud(local(tmp_path), {"plan": {"steps": []}, "_plan": "x"}).cloud
+    forged = opening.open_cloud(local(tmp_path), {"plan": {"steps": []}, "_plan": "x", "strict": True,
+                                                  "_strict": True}).cloud
     assert forged.context.plan is None and forged.session.channel.plan is None
+    assert forged.context.strict is False  # validation.strict comes from cpi.json alone
 
 
 def test_under_a_plan_a_cloud_that_cannot_plan_is_refused(tmp_path, monkeypatch):
